@@ -1,0 +1,84 @@
+#ifndef CORETRY_DECISION_CORE_HPP
+#define CORETRY_DECISION_CORE_HPP
+
+#include <coretry/budget.hpp>
+#include <coretry/policy.hpp>
+#include <coretry/random.hpp>
+#include <coretry/stop_reason.hpp>
+#include <coretry/verdict.hpp>
+
+namespace coretry {
+
+/// Where a wait before an attempt came from.
+enum class wait_source {
+  none,   ///< no wait (the first attempt)
+  local,  ///< the local backoff policy
+  server, ///< the peer's delay (Retry-After) was the larger part
+};
+
+std::string_view to_string(wait_source source) noexcept;
+
+/// One step the asynchronous layer must carry out.
+struct decision {
+  enum class action { start_attempt, sleep, stop };
+  action what = action::stop;
+  duration allowance{};              ///< start_attempt: the attempt's deadline, from now
+  duration wait{};                   ///< sleep: how long
+  wait_source source = wait_source::none; ///< sleep: why that long
+  stop_reason reason = stop_reason::succeeded; ///< stop: why
+
+  static decision start_attempt(duration allowance) noexcept { return {action::start_attempt, allowance}; }
+  static decision sleep(duration wait, wait_source source) noexcept {
+    return {action::sleep, {}, wait, source};
+  }
+  static decision stop(stop_reason reason) noexcept {
+    return {action::stop, {}, {}, wait_source::none, reason};
+  }
+};
+
+/// The backoff window for retry `retry_index` (0 is the first retry):
+/// min(max_window, initial_window x multiplier^retry_index).
+duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noexcept;
+
+/// The pure decision core of one logical operation: no I/O, no clock reads,
+/// no global randomness. Time is an input (elapsed since the operation
+/// started, on whatever monotonic clock the caller uses), randomness comes from
+/// the injected source, the budget is the injected shared one.
+///
+/// Protocol: begin() once; after an attempt, attempt_finished(); after a
+/// sleep, sleep_finished(). Every call answers the next step. Once a stop is
+/// answered the operation is over.
+class decision_core {
+public:
+  /// Throws std::invalid_argument naming the problem when `p` does not validate.
+  decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr);
+
+  /// The first attempt (records the initial request in the budget).
+  decision begin();
+  /// An attempt finished `elapsed` after the start, classified as `v`;
+  /// `safety` says whether the operation as a whole may be repeated.
+  decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety);
+  /// A sleep finished: re-checks the remaining time and takes a budget token.
+  decision sleep_finished(duration elapsed);
+
+  /// Attempts started so far.
+  unsigned attempts() const noexcept { return attempts_; }
+  const coretry::policy& policy() const noexcept { return policy_; }
+
+private:
+  duration local_backoff(unsigned retry_index);
+  /// Time left for an attempt's allowance at `elapsed`: deadline - elapsed -
+  /// reserve, saturating (duration::max() when there is no overall deadline).
+  duration usable_after(duration elapsed) const noexcept;
+  decision start_if_useful(duration elapsed);
+
+  coretry::policy policy_;
+  random_source* random_;
+  retry_budget* budget_;
+  unsigned attempts_ = 0;
+  duration previous_wait_{}; // decorrelated jitter draws from it
+};
+
+} // namespace coretry
+
+#endif

@@ -1,0 +1,162 @@
+#ifndef CORETRY_DETAIL_ATTEMPT_RUNNER_HPP
+#define CORETRY_DETAIL_ATTEMPT_RUNNER_HPP
+
+// Runs one attempt under a deadline that reaches the attempt's own I/O: the
+// Boost 1.81 equivalent of cancel_after. The timer and the operation run side
+// by side; when the timer fires first the operation receives *terminal*
+// cancellation through its cancellation slot; the caller's cancellation is
+// forwarded the same way. It completes only after both the timer and the
+// operation have finished, so no work is ever left running behind it.
+
+#include <coretry/attempt.hpp>
+#include <coretry/stop_reason.hpp>
+
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/recycling_allocator.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <memory>
+#include <optional>
+
+namespace coretry::detail {
+
+template <class T>
+struct attempt_completion {
+  std::exception_ptr exception; ///< a programming error thrown by user code: it propagates
+  boost::system::error_code error;
+  std::optional<T> value;
+};
+
+template <class>
+inline constexpr bool is_awaitable_v = false;
+template <class T, class E>
+inline constexpr bool is_awaitable_v<boost::asio::awaitable<T, E>> = true;
+
+template <class T, class Timer, class Handler>
+class attempt_runner {
+  using allocator_type = typename std::allocator_traits<boost::asio::associated_allocator_t<
+      Handler, boost::asio::recycling_allocator<void>>>::template rebind_alloc<attempt_runner>;
+
+public:
+  template <class Executor, class Op>
+  static void start(Timer& timer, duration allowance, const Executor& ex, Op&& op, Handler&& handler) {
+    allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
+    ::new (self) attempt_runner(timer, std::move(handler));
+    self->launch(allowance, ex, std::forward<Op>(op));
+  }
+
+private:
+  attempt_runner(Timer& timer, Handler&& handler) : handler_(std::move(handler)), timer_(timer) {}
+
+  template <class Executor, class Op>
+  void launch(duration allowance, const Executor& ex, Op&& op) {
+    caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
+    if (caller_slot_.is_connected()) {
+      // Any cancellation the caller sends becomes terminal for the attempt:
+      // the attempt is abandoned, so its I/O must stop and may not be reused.
+      caller_slot_.assign([this](boost::asio::cancellation_type) {
+        if (!op_done_) signal_.emit(boost::asio::cancellation_type::terminal);
+      });
+    }
+
+    auto on_done = boost::asio::bind_cancellation_slot(
+        signal_.slot(), boost::asio::bind_executor(ex, [this](auto first, auto&&... rest) {
+          on_operation(to_completion(std::move(first), std::forward<decltype(rest)>(rest)...));
+        }));
+    try {
+      if constexpr (is_awaitable_v<std::decay_t<Op>>)
+        boost::asio::co_spawn(ex, std::forward<Op>(op), std::move(on_done));
+      else
+        std::forward<Op>(op)(std::move(on_done));
+    } catch (...) {
+      // Starting the operation threw: nothing runs, nothing to wait for.
+      result_.exception = std::current_exception();
+      op_done_ = true;
+      pending_ = 1;
+      finish_one();
+      return;
+    }
+
+    timer_.expires_after(allowance);
+    timer_.async_wait(boost::asio::bind_executor(ex, [this](boost::system::error_code ec) {
+      if (!ec && !op_done_) {
+        timed_out_ = true;
+        signal_.emit(boost::asio::cancellation_type::terminal);
+      }
+      finish_one();
+    }));
+  }
+
+  template <class First, class... Rest>
+  static attempt_completion<T> to_completion(First first, Rest&&... rest) {
+    attempt_completion<T> c;
+    if constexpr (std::is_same_v<First, std::exception_ptr>) {
+      if (first) {
+        // A system_error is how an awaitable reports an I/O failure: it is the
+        // attempt's error. Anything else is a programming error.
+        try {
+          std::rethrow_exception(first);
+        } catch (const boost::system::system_error& e) {
+          c.error = e.code();
+        } catch (...) {
+          c.exception = std::current_exception();
+        }
+      }
+    } else {
+      c.error = first;
+    }
+    if constexpr (sizeof...(Rest) == 0)
+      c.value.emplace();
+    else
+      c.value.emplace(std::forward<Rest>(rest)...);
+    return c;
+  }
+
+  void on_operation(attempt_completion<T>&& c) {
+    op_done_ = true;
+    result_ = std::move(c);
+    // A result that arrives after the deadline fired is a timeout: success
+    // means complete within the attempt's allowance.
+    if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
+    timer_.cancel();
+    finish_one();
+  }
+
+  void finish_one() {
+    if (--pending_ > 0) return;
+    if (caller_slot_.is_connected()) caller_slot_.clear();
+    Handler handler(std::move(handler_));
+    attempt_completion<T> result(std::move(result_));
+    allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    this->~attempt_runner();
+    std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    std::move(handler)(std::move(result));
+  }
+
+  Handler handler_;
+  Timer& timer_;
+  boost::asio::cancellation_signal signal_;
+  boost::asio::cancellation_slot caller_slot_;
+  attempt_completion<T> result_;
+  int pending_ = 2;
+  bool op_done_ = false;
+  bool timed_out_ = false;
+};
+
+/// Starts `op` under `allowance` on `timer`; `handler` receives an
+/// attempt_completion<T> on `ex` once both the operation and the timer are done.
+template <class T, class Timer, class Executor, class Op, class Handler>
+void run_attempt(Timer& timer, duration allowance, const Executor& ex, Op&& op, Handler&& handler) {
+  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, allowance, ex, std::forward<Op>(op),
+                                                         std::forward<Handler>(handler));
+}
+
+} // namespace coretry::detail
+
+#endif

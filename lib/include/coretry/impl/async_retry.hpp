@@ -1,0 +1,202 @@
+#ifndef CORETRY_IMPL_ASYNC_RETRY_HPP
+#define CORETRY_IMPL_ASYNC_RETRY_HPP
+
+// The asynchronous layer: carries out the decision core's steps with a timer
+// and cancellation slots. It decides nothing itself.
+
+#include <coretry/detail/attempt_runner.hpp>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <memory>
+
+namespace coretry::detail {
+
+template <class Executor>
+struct is_strand : std::false_type {};
+template <class Inner>
+struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
+
+template <class Executor>
+using strand_of_t = std::conditional_t<is_strand<Executor>::value, Executor, boost::asio::strand<Executor>>;
+
+template <class Executor>
+strand_of_t<Executor> make_operation_strand(const Executor& ex) {
+  if constexpr (is_strand<Executor>::value)
+    return ex;
+  else
+    return boost::asio::make_strand(ex);
+}
+
+/// Reads the time from the timer's clock: through the timer when it keeps its
+/// own time (virtual time in tests), else through the clock's static now().
+template <class Timer>
+typename Timer::time_point timer_now(const Timer& timer) {
+  if constexpr (requires { timer.now(); })
+    return timer.now();
+  else
+    return Timer::clock_type::now();
+}
+
+template <class Timer, class Strand, class Factory, class Classifier, class T>
+class retry_operation {
+  using clock = typename Timer::clock_type;
+
+  struct state {
+    template <class Executor, class F, class C>
+    state(const Executor& ex, const Strand& s, const policy& p, const retry_options& o, F&& f, C&& c)
+        : strand(s), timer(ex), options(o),
+          core(p, o.random ? *o.random : independent_random::instance(), o.budget),
+          factory(std::forward<F>(f)), classify(std::forward<C>(c)) {
+      result.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
+    }
+
+    Strand strand;
+    Timer timer;
+    retry_options options;
+    decision_core core;
+    Factory factory;
+    Classifier classify;
+    outcome<T> result;
+    typename Timer::time_point start{};
+    duration next_wait{};
+    wait_source next_wait_source = wait_source::none;
+    bool started = false;
+  };
+
+public:
+  template <class Executor, class F, class C>
+  static std::unique_ptr<state> make_state(const Executor& ex, const Strand& s, const policy& p,
+                                           const retry_options& o, F&& f, C&& c) {
+    return std::make_unique<state>(ex, s, p, o, std::forward<F>(f), std::forward<C>(c));
+  }
+
+  explicit retry_operation(std::unique_ptr<state> s) : st_(std::move(s)) {}
+
+  // Initiation, and the resumption that follows it.
+  template <class Self>
+  void operator()(Self& self) {
+    if (!st_->started) {
+      st_->started = true;
+      self.reset_cancellation_state(boost::asio::enable_partial_cancellation());
+      // Every step, including the first, runs from a handler on the strand:
+      // nothing completes inside the initiating call.
+      boost::asio::post(st_->strand, std::move(self));
+      return;
+    }
+    st_->start = timer_now(st_->timer);
+    if (self.cancelled() != boost::asio::cancellation_type::none) return finish(self, stop_reason::cancelled);
+    act(self, st_->core.begin());
+  }
+
+  // An attempt finished.
+  template <class Self>
+  void operator()(Self& self, attempt_completion<T> done) {
+    state& s = *st_;
+    if (done.exception) return fail(self, done.exception);
+    attempt_record& record = s.result.records.back();
+    record.end = elapsed();
+    record.error = done.error;
+    s.result.last_error = done.error;
+    s.result.value = std::move(done.value);
+    try {
+      record.classified = s.classify(static_cast<const boost::system::error_code&>(done.error),
+                                     static_cast<const T&>(*s.result.value));
+    } catch (...) {
+      return fail(self, std::current_exception());
+    }
+    if (s.options.observer) s.options.observer->attempt_finished({s.options.operation, record});
+    if (record.classified.status != attempt_status::success &&
+        self.cancelled() != boost::asio::cancellation_type::none)
+      return finish(self, stop_reason::cancelled);
+    act(self, s.core.attempt_finished(record.end, record.classified, s.options.safety));
+  }
+
+  // A backoff sleep finished.
+  template <class Self>
+  void operator()(Self& self, boost::system::error_code ec) {
+    // Cancellation is re-checked after every sleep, before any new attempt.
+    if (ec || self.cancelled() != boost::asio::cancellation_type::none)
+      return finish(self, stop_reason::cancelled);
+    act(self, st_->core.sleep_finished(elapsed()));
+  }
+
+private:
+  duration elapsed() const { return timer_now(st_->timer) - st_->start; }
+
+  template <class Self>
+  void act(Self& self, const decision& d) {
+    switch (d.what) {
+    case decision::action::start_attempt: return start_attempt(self, d.allowance);
+    case decision::action::sleep: return sleep(self, d);
+    case decision::action::stop: return finish(self, d.reason);
+    }
+  }
+
+  template <class Self>
+  void start_attempt(Self& self, duration allowance) {
+    state& s = *st_;
+    const auto now = timer_now(s.timer);
+    const duration at = now - s.start;
+    attempt_record& record = s.result.records.emplace_back();
+    record.number = s.core.attempts();
+    record.wait_before = s.next_wait;
+    record.wait_from = s.next_wait_source;
+    record.start = at;
+    record.allowance = allowance;
+    s.result.attempts = record.number;
+    if (s.options.observer) s.options.observer->attempt_started({s.options.operation, record.number, at, allowance});
+
+    const duration deadline = s.core.policy().overall_deadline;
+    const attempt_context<clock> context{
+        record.number, now + std::chrono::duration_cast<typename clock::duration>(allowance), allowance,
+        deadline == duration::max() ? duration::max() : deadline - at};
+    try {
+      auto op = s.factory(context);
+      run_attempt<T>(s.timer, allowance, s.strand, std::move(op),
+                     boost::asio::bind_executor(s.strand, std::move(self)));
+    } catch (...) {
+      fail(self, std::current_exception());
+    }
+  }
+
+  template <class Self>
+  void sleep(Self& self, const decision& d) {
+    state& s = *st_;
+    s.next_wait = d.wait;
+    s.next_wait_source = d.source;
+    s.result.total_backoff += d.wait;
+    if (s.options.observer)
+      s.options.observer->backoff_scheduled({s.options.operation, s.core.attempts() + 1, elapsed(), d.wait, d.source});
+    s.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(d.wait));
+    s.timer.async_wait(boost::asio::bind_executor(s.strand, std::move(self)));
+  }
+
+  template <class Self>
+  void finish(Self& self, stop_reason reason) {
+    state& s = *st_;
+    s.result.reason = reason;
+    s.result.attempts = s.core.attempts();
+    s.result.elapsed = elapsed();
+    if (s.options.observer)
+      s.options.observer->stopped({s.options.operation, reason, s.result.attempts, s.result.elapsed, s.result.total_backoff});
+    outcome<T> result = std::move(s.result);
+    self.complete(std::exception_ptr(), std::move(result));
+  }
+
+  template <class Self>
+  void fail(Self& self, std::exception_ptr e) {
+    outcome<T> result = std::move(st_->result);
+    self.complete(std::move(e), std::move(result));
+  }
+
+  std::unique_ptr<state> st_;
+};
+
+} // namespace coretry::detail
+
+#endif

@@ -1,0 +1,88 @@
+#ifndef CORETRY_OBSERVER_HPP
+#define CORETRY_OBSERVER_HPP
+
+#include <coretry/decision_core.hpp>
+#include <coretry/outcome.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+namespace coretry {
+
+/// What an observer is told. `operation` is the caller's bounded name for the
+/// logical operation (an HTTP route template such as "/books/{id}", never a
+/// URL with its query). Times are from the operation's start.
+struct attempt_started_event {
+  std::string_view operation;
+  unsigned attempt;
+  duration at;
+  duration allowance;
+};
+struct attempt_finished_event {
+  std::string_view operation;
+  const attempt_record& record;
+};
+struct backoff_event {
+  std::string_view operation;
+  unsigned next_attempt;
+  duration at;
+  duration wait;
+  wait_source source;
+};
+struct stop_event {
+  std::string_view operation;
+  stop_reason reason;
+  unsigned attempts;
+  duration at;
+  duration total_backoff;
+};
+
+/// Receives an operation's events, on the operation's executor. Methods must
+/// not throw and should be cheap: they run on the operation's path.
+/// Shared observers must be thread-safe.
+class retry_observer {
+public:
+  virtual ~retry_observer() = default;
+  virtual void attempt_started(const attempt_started_event&) noexcept {}
+  virtual void attempt_finished(const attempt_finished_event&) noexcept {}
+  virtual void backoff_scheduled(const backoff_event&) noexcept {}
+  virtual void stopped(const stop_event&) noexcept {}
+};
+
+/// Ready-made counters: relaxed atomics, cheap enough to leave on.
+class retry_counters final : public retry_observer {
+public:
+  /// Histogram buckets of attempts per operation: 1, 2, ..., 9, and 10 or more.
+  static constexpr std::size_t attempt_buckets = 10;
+
+  struct snapshot {
+    std::uint64_t operations = 0;
+    std::uint64_t attempts = 0;
+    std::uint64_t initial_successes = 0; ///< operations whose first attempt succeeded
+    std::uint64_t final_successes = 0;
+    std::uint64_t cancellations = 0;
+    duration total_backoff{};
+    std::array<std::uint64_t, attempt_buckets> attempts_per_operation{};
+    std::array<std::uint64_t, stop_reason_count> stops{}; ///< indexed by stop_reason
+  };
+
+  void attempt_started(const attempt_started_event& e) noexcept override;
+  void attempt_finished(const attempt_finished_event& e) noexcept override;
+  void backoff_scheduled(const backoff_event& e) noexcept override;
+  void stopped(const stop_event& e) noexcept override;
+
+  snapshot read() const noexcept;
+
+private:
+  using counter = std::atomic<std::uint64_t>;
+  counter operations_{0}, attempts_{0}, initial_successes_{0}, final_successes_{0}, cancellations_{0};
+  std::atomic<std::int64_t> backoff_ns_{0};
+  std::array<counter, attempt_buckets> per_operation_{};
+  std::array<counter, stop_reason_count> stops_{};
+};
+
+} // namespace coretry
+
+#endif

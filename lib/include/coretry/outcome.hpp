@@ -1,0 +1,59 @@
+#ifndef CORETRY_OUTCOME_HPP
+#define CORETRY_OUTCOME_HPP
+
+#include <coretry/decision_core.hpp>
+#include <coretry/stop_reason.hpp>
+#include <coretry/verdict.hpp>
+
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+#include <boost/throw_exception.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace coretry {
+
+/// One attempt as it happened. Times are measured from the operation's start
+/// on the timer's clock.
+struct attempt_record {
+  unsigned number = 0;           ///< 1 for the initial attempt
+  duration wait_before{};        ///< the sleep that preceded it (zero for the first)
+  wait_source wait_from = wait_source::none;
+  duration start{};
+  duration end{};
+  duration allowance{};          ///< its deadline, from its start
+  boost::system::error_code error; ///< the attempt's own error (attempt_error::timed_out on expiry)
+  verdict classified;
+};
+
+/// How a retrying operation ended. `value` holds the last attempt's value when
+/// that attempt produced one: on success the result, on failure whatever the
+/// last attempt returned (for example the last HTTP response), kept for the
+/// caller's diagnosis.
+template <class T>
+struct outcome {
+  stop_reason reason = stop_reason::succeeded;
+  unsigned attempts = 0;
+  std::optional<T> value;
+  boost::system::error_code last_error; ///< the last attempt's error, if any
+  std::vector<attempt_record> records;
+  duration total_backoff{};
+  duration elapsed{};
+
+  bool succeeded() const noexcept { return reason == stop_reason::succeeded; }
+  explicit operator bool() const noexcept { return succeeded(); }
+  /// The stop reason as an error code (empty on success).
+  boost::system::error_code error() const noexcept { return make_error_code(reason); }
+  /// The value on success; otherwise throws boost::system::system_error
+  /// carrying the stop reason.
+  T& get() & {
+    if (!succeeded() || !value) boost::throw_exception(boost::system::system_error(error()));
+    return *value;
+  }
+  T&& get() && { return std::move(get()); }
+};
+
+} // namespace coretry
+
+#endif

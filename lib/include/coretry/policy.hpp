@@ -1,0 +1,66 @@
+#ifndef CORETRY_POLICY_HPP
+#define CORETRY_POLICY_HPP
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace coretry {
+
+/// The unit of every duration coretry computes with. Policies accept any
+/// std::chrono duration that converts without loss (ms, s, ...).
+using duration = std::chrono::nanoseconds;
+
+/// How a wait is drawn from the current backoff window.
+enum class jitter_kind {
+  none,         ///< wait the whole window
+  full,         ///< uniform in [0, window]
+  equal,        ///< half the window plus uniform in [0, window / 2]
+  decorrelated, ///< uniform in [initial, 3 x previous wait], capped
+};
+
+std::string_view to_string(jitter_kind kind) noexcept;
+/// Parses "none", "full", "equal" or "decorrelated".
+std::optional<jitter_kind> parse_jitter_kind(std::string_view name) noexcept;
+
+/// Exponential backoff: the window for retry r (r = 0 is the first retry) is
+/// min(max_window, initial_window x multiplier^r). The cap limits the window,
+/// never the number of attempts or the total time.
+struct backoff_policy {
+  duration initial_window = std::chrono::milliseconds(100);
+  double multiplier = 2.0;
+  duration max_window = std::chrono::seconds(1);
+  jitter_kind jitter = jitter_kind::full;
+  /// Minimum local wait (explicit pacing); zero means none. A floor turns full
+  /// jitter into a modified policy: waits are never shorter than this.
+  duration floor = duration::zero();
+};
+
+/// A retry policy: a plain value. The defaults are the book-detail read of the
+/// specification: 3 attempts, 1000 ms overall, 250 ms per attempt, 100 ms
+/// minimum allowance, 50 ms completion reserve, windows 100 ms then 200 ms.
+struct policy {
+  /// Attempts including the first: 3 means one initial attempt and at most two retries.
+  unsigned max_attempts = 3;
+  /// The whole operation's allowance, fixed once when it starts, on the
+  /// timer's monotonic clock. duration::max() means no overall deadline.
+  duration overall_deadline = std::chrono::milliseconds(1000);
+  /// Limit of one complete attempt.
+  duration attempt_limit = std::chrono::milliseconds(250);
+  /// Never start an attempt with less time than this.
+  duration min_attempt_allowance = std::chrono::milliseconds(100);
+  /// Time kept back from the overall deadline to return the result.
+  duration completion_reserve = std::chrono::milliseconds(50);
+  backoff_policy backoff{};
+  /// Upper bound of the positive random spread added on top of a server's
+  /// delay, so that clients told the same instant do not all return at it.
+  duration server_delay_spread = std::chrono::milliseconds(100);
+
+  /// Empty when the policy is usable, otherwise a sentence naming the problem.
+  std::optional<std::string> validate() const;
+};
+
+} // namespace coretry
+
+#endif

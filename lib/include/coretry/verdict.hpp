@@ -1,0 +1,56 @@
+#ifndef CORETRY_VERDICT_HPP
+#define CORETRY_VERDICT_HPP
+
+#include <coretry/policy.hpp>
+
+#include <optional>
+#include <string_view>
+
+namespace coretry {
+
+/// What one attempt's result means for the operation.
+enum class attempt_status {
+  success,   ///< a complete, usable result
+  transient, ///< a failure another attempt could fix
+  permanent, ///< a failure that repeating cannot change
+};
+
+/// What is known about whether an attempt reached its peer.
+enum class delivery {
+  unknown,   ///< it may have been received and applied (a timeout after sending)
+  never_sent, ///< provably never reached the peer: safe to repeat whatever the operation
+  answered,  ///< the peer answered definitely (for example with an HTTP status)
+};
+
+/// Whether repeating the whole operation is safe, whatever one attempt did.
+enum class repeat_safety {
+  unsafe,          ///< repeating may apply the effect twice
+  idempotent,      ///< repeating preserves the intended effect
+  idempotency_key, ///< the peer deduplicates repeats by a key sent with every attempt
+};
+
+/// The classification of one attempt. Bounded `category` strings name the
+/// failure for metrics and logs ("timeout", "http_503", ...): never put
+/// unbounded data (URLs, bodies) in them.
+struct verdict {
+  attempt_status status = attempt_status::permanent;
+  delivery delivered = delivery::unknown;
+  /// A minimum wait the peer asked for (HTTP Retry-After), when it gave a valid one.
+  std::optional<duration> server_delay;
+  std::string_view category = "unclassified";
+
+  static constexpr verdict success(std::string_view category = "success") noexcept {
+    return {attempt_status::success, delivery::answered, std::nullopt, category};
+  }
+  static constexpr verdict transient(std::string_view category, delivery d = delivery::unknown,
+                                     std::optional<duration> server_delay = std::nullopt) noexcept {
+    return {attempt_status::transient, d, server_delay, category};
+  }
+  static constexpr verdict permanent(std::string_view category, delivery d = delivery::answered) noexcept {
+    return {attempt_status::permanent, d, std::nullopt, category};
+  }
+};
+
+} // namespace coretry
+
+#endif

@@ -1,0 +1,145 @@
+#include <coretry/decision_core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace coretry {
+namespace {
+
+constexpr duration saturating_add(duration a, duration b) noexcept {
+  // Both operands are non-negative here.
+  return a > duration::max() - b ? duration::max() : a + b;
+}
+
+duration draw_up_to(random_source& random, duration max_inclusive) {
+  if (max_inclusive <= duration::zero()) return duration::zero();
+  return duration(static_cast<duration::rep>(random.uniform(static_cast<std::uint64_t>(max_inclusive.count()))));
+}
+
+} // namespace
+
+std::string_view to_string(wait_source source) noexcept {
+  switch (source) {
+  case wait_source::none: return "none";
+  case wait_source::local: return "local";
+  case wait_source::server: return "server";
+  }
+  return "invalid";
+}
+
+duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noexcept {
+  const long double window = static_cast<long double>(backoff.initial_window.count()) *
+                             std::pow(static_cast<long double>(backoff.multiplier), retry_index);
+  if (!std::isfinite(window) || window >= static_cast<long double>(backoff.max_window.count()))
+    return backoff.max_window;
+  return duration(static_cast<duration::rep>(std::llround(window)));
+}
+
+decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget)
+    : policy_(p), random_(&random), budget_(budget) {
+  if (auto problem = policy_.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+}
+
+duration decision_core::usable_after(duration elapsed) const noexcept {
+  if (policy_.overall_deadline == duration::max()) return duration::max();
+  return policy_.overall_deadline - elapsed - policy_.completion_reserve;
+}
+
+duration decision_core::local_backoff(unsigned retry_index) {
+  const backoff_policy& b = policy_.backoff;
+  const duration window = backoff_window(b, retry_index);
+  duration wait{};
+  switch (b.jitter) {
+  case jitter_kind::none: wait = window; break;
+  case jitter_kind::full: wait = draw_up_to(*random_, window); break;
+  case jitter_kind::equal: {
+    const duration half = window / 2;
+    wait = (window - half) + draw_up_to(*random_, half);
+    break;
+  }
+  case jitter_kind::decorrelated: {
+    // Each wait is drawn between the initial window and three times the
+    // previous wait, so consecutive clients drift apart instead of marching
+    // in step; the cap still bounds every wait.
+    const duration low = b.initial_window;
+    const duration previous = retry_index == 0 ? low : previous_wait_;
+    const duration high = std::max(low, previous > duration::max() / 3 ? duration::max() : previous * 3);
+    wait = std::min(b.max_window, low + draw_up_to(*random_, high - low));
+    break;
+  }
+  }
+  previous_wait_ = wait;
+  return std::max(wait, b.floor);
+}
+
+decision decision_core::start_if_useful(duration elapsed) {
+  const duration allowance = std::min(policy_.attempt_limit, usable_after(elapsed));
+  if (allowance <= duration::zero() || allowance < policy_.min_attempt_allowance)
+    return decision::stop(stop_reason::deadline_exhausted);
+  return decision::start_attempt(allowance);
+}
+
+decision decision_core::begin() {
+  decision d = start_if_useful(duration::zero());
+  if (d.what == decision::action::start_attempt) {
+    ++attempts_;
+    if (budget_) budget_->record_initial_request();
+  }
+  return d;
+}
+
+decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
+  switch (v.status) {
+  case attempt_status::success: return decision::stop(stop_reason::succeeded);
+  case attempt_status::permanent: return decision::stop(stop_reason::rejected);
+  case attempt_status::transient: break;
+  }
+
+  const bool safe_to_repeat = safety != repeat_safety::unsafe || v.delivered == delivery::never_sent;
+  if (!safe_to_repeat)
+    return decision::stop(v.delivered == delivery::answered ? stop_reason::rejected
+                                                            : stop_reason::outcome_unknown);
+
+  // Never sleep after the final allowed attempt: there is no request to schedule.
+  if (attempts_ >= policy_.max_attempts) return decision::stop(stop_reason::attempts_exhausted);
+
+  // The longest wait after which a useful attempt can still start.
+  const duration usable = usable_after(elapsed);
+  if (usable < policy_.min_attempt_allowance || usable <= duration::zero())
+    return decision::stop(stop_reason::deadline_exhausted);
+  const duration longest_wait = usable == duration::max() ? usable : usable - policy_.min_attempt_allowance;
+
+  const duration local = local_backoff(attempts_ - 1);
+  if (!v.server_delay) {
+    if (local > longest_wait) return decision::stop(stop_reason::deadline_exhausted);
+    return decision::sleep(local, wait_source::local);
+  }
+
+  // The server's delay is a minimum: never shortened, never truncated by the
+  // local cap. When it does not fit, stop now rather than sleep and fail later.
+  const duration server = std::max(*v.server_delay, duration::zero());
+  if (server > longest_wait) return decision::stop(stop_reason::server_delay_too_long);
+  const duration base = std::max(server, local);
+  const wait_source source = server >= local ? wait_source::server : wait_source::local;
+  if (base > longest_wait) return decision::stop(stop_reason::deadline_exhausted);
+  // A small positive spread keeps clients told the same instant from
+  // returning together; it is ours, so it may shrink to fit the deadline.
+  duration spread{};
+  if (policy_.server_delay_spread > duration::zero())
+    spread = duration(1) + draw_up_to(*random_, policy_.server_delay_spread - duration(1));
+  spread = std::min(spread, longest_wait - base);
+  return decision::sleep(saturating_add(base, spread), source);
+}
+
+decision decision_core::sleep_finished(duration elapsed) {
+  decision d = start_if_useful(elapsed);
+  if (d.what != decision::action::start_attempt) return d;
+  // The token is taken immediately before the retry is sent, after the
+  // deadline check, so a retry that will not happen costs no token.
+  if (budget_ && !budget_->try_acquire_retry()) return decision::stop(stop_reason::budget_exhausted);
+  ++attempts_;
+  return d;
+}
+
+} // namespace coretry

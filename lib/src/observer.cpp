@@ -1,0 +1,49 @@
+#include <coretry/observer.hpp>
+
+#include <algorithm>
+
+namespace coretry {
+
+namespace {
+constexpr auto relaxed = std::memory_order_relaxed;
+}
+
+void retry_counters::attempt_started(const attempt_started_event& e) noexcept {
+  attempts_.fetch_add(1, relaxed);
+  if (e.attempt == 1) operations_.fetch_add(1, relaxed);
+}
+
+void retry_counters::attempt_finished(const attempt_finished_event& e) noexcept {
+  if (e.record.number == 1 && e.record.classified.status == attempt_status::success)
+    initial_successes_.fetch_add(1, relaxed);
+}
+
+void retry_counters::backoff_scheduled(const backoff_event& e) noexcept {
+  backoff_ns_.fetch_add(e.wait.count(), relaxed);
+}
+
+void retry_counters::stopped(const stop_event& e) noexcept {
+  stops_[static_cast<std::size_t>(e.reason)].fetch_add(1, relaxed);
+  if (e.reason == stop_reason::succeeded) final_successes_.fetch_add(1, relaxed);
+  if (e.reason == stop_reason::cancelled) cancellations_.fetch_add(1, relaxed);
+  // An operation stopped before its first attempt (deadline already gone) is
+  // counted among operations through its stop, not its attempts.
+  if (e.attempts == 0) operations_.fetch_add(1, relaxed);
+  const std::size_t bucket = std::clamp<std::size_t>(e.attempts, 1, attempt_buckets) - 1;
+  per_operation_[bucket].fetch_add(1, relaxed);
+}
+
+retry_counters::snapshot retry_counters::read() const noexcept {
+  snapshot s;
+  s.operations = operations_.load(relaxed);
+  s.attempts = attempts_.load(relaxed);
+  s.initial_successes = initial_successes_.load(relaxed);
+  s.final_successes = final_successes_.load(relaxed);
+  s.cancellations = cancellations_.load(relaxed);
+  s.total_backoff = duration(backoff_ns_.load(relaxed));
+  for (std::size_t i = 0; i < attempt_buckets; ++i) s.attempts_per_operation[i] = per_operation_[i].load(relaxed);
+  for (std::size_t i = 0; i < stops_.size(); ++i) s.stops[i] = stops_[i].load(relaxed);
+  return s;
+}
+
+} // namespace coretry

@@ -1,0 +1,48 @@
+#include <coretry/policy.hpp>
+
+#include <cmath>
+
+namespace coretry {
+
+std::string_view to_string(jitter_kind kind) noexcept {
+  switch (kind) {
+  case jitter_kind::none: return "none";
+  case jitter_kind::full: return "full";
+  case jitter_kind::equal: return "equal";
+  case jitter_kind::decorrelated: return "decorrelated";
+  }
+  return "invalid";
+}
+
+std::optional<jitter_kind> parse_jitter_kind(std::string_view name) noexcept {
+  for (auto kind : {jitter_kind::none, jitter_kind::full, jitter_kind::equal, jitter_kind::decorrelated})
+    if (name == to_string(kind)) return kind;
+  return std::nullopt;
+}
+
+std::optional<std::string> policy::validate() const {
+  if (max_attempts == 0) return "max_attempts must be at least 1 (it counts the first attempt)";
+  if (overall_deadline <= duration::zero()) return "overall_deadline must be positive";
+  if (attempt_limit <= duration::zero()) return "attempt_limit must be positive";
+  if (min_attempt_allowance < duration::zero()) return "min_attempt_allowance must not be negative";
+  if (completion_reserve < duration::zero()) return "completion_reserve must not be negative";
+  if (min_attempt_allowance > attempt_limit)
+    return "min_attempt_allowance is larger than attempt_limit: no attempt could ever start";
+  if (overall_deadline != duration::max() &&
+      completion_reserve + min_attempt_allowance > overall_deadline)
+    return "completion_reserve plus min_attempt_allowance exceed overall_deadline: no attempt could ever start";
+  if (backoff.initial_window < duration::zero()) return "backoff initial_window must not be negative";
+  if (!std::isfinite(backoff.multiplier) || backoff.multiplier < 1.0)
+    return "backoff multiplier must be a finite number of at least 1";
+  if (backoff.max_window < backoff.initial_window)
+    return "backoff max_window is smaller than initial_window";
+  if (backoff.floor < duration::zero()) return "backoff floor must not be negative";
+  if (server_delay_spread < duration::zero()) return "server_delay_spread must not be negative";
+  switch (backoff.jitter) {
+  case jitter_kind::none: case jitter_kind::full: case jitter_kind::equal: case jitter_kind::decorrelated: break;
+  default: return "backoff jitter is not a known jitter_kind";
+  }
+  return std::nullopt;
+}
+
+} // namespace coretry

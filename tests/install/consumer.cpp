@@ -1,0 +1,35 @@
+// A user's program built against an installed coretry: one retry on a real timer.
+#include <coretry/coretry.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <iostream>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+int main() {
+  asio::io_context io;
+  coretry::policy p;
+  p.backoff.initial_window = 1ms;
+  coretry::retry_options options;
+  options.safety = coretry::repeat_safety::idempotent;
+
+  // Coroutine factories take the attempt context by value: a reference
+  // parameter would dangle once the coroutine is suspended.
+  auto attempt = [](coretry::attempt_context<std::chrono::steady_clock> context) -> asio::awaitable<int> {
+    asio::steady_timer work(co_await asio::this_coro::executor, 1ms);
+    co_await work.async_wait(asio::use_awaitable);
+    if (context.number == 1) throw boost::system::system_error(asio::error::connection_reset);
+    co_return 42;
+  };
+  coretry::async_retry(io.get_executor(), p, options, attempt,
+                       [](std::exception_ptr, coretry::outcome<int> result) {
+                         std::cout << coretry::to_string(result.reason) << " after " << result.attempts
+                                   << " attempts, value " << result.value.value_or(0) << "\n";
+                       });
+  io.run();
+  return 0;
+}

@@ -1,0 +1,611 @@
+// The asynchronous layer, driven on virtual time: every time and count exact.
+
+#include "test_support.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+using namespace coretry_tests;
+using coretry::stop_reason;
+using coretry::wait_source;
+
+namespace {
+
+coretry::retry_options idempotent_with(coretry::random_source& random) {
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  o.random = &random;
+  return o;
+}
+
+/// Runs one retrying operation to completion on virtual time; returns its
+/// outcome and the virtual time at which the caller's handler ran.
+template <class Factory, class Classifier>
+std::pair<coretry::outcome<int>, coretry::duration> run_retry(const coretry::policy& p,
+                                                              const coretry::retry_options& o, Factory factory,
+                                                              Classifier classify) {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  std::optional<coretry::outcome<int>> result;
+  coretry::duration completed_at{};
+  int handler_calls = 0;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, o, factory, classify,
+                                     [&](std::exception_ptr e, coretry::outcome<int> r) {
+                                       REQUIRE_FALSE(e);
+                                       ++handler_calls;
+                                       completed_at = runner.elapsed();
+                                       result = std::move(r);
+                                     });
+  runner.run();
+  REQUIRE(handler_calls == 1);
+  return {std::move(*result), completed_at};
+}
+
+} // namespace
+
+TEST_CASE("seed: worked example finishes at 890 ms") {
+  coretry::policy p; // the book-detail read: 3 / 1000 / 250 / 100 / 50, windows 100 then 200
+  coretry::testing::scripted_random draws{0.4, 0.7};
+  fake_dependency dependency{{{10s}, {10s}, {210ms}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{});
+
+  CHECK(result.reason == stop_reason::succeeded);
+  CHECK(result.attempts == 3);
+  CHECK(result.value == 200);
+  CHECK(at == ms(890));
+  CHECK(result.elapsed == ms(890));
+  REQUIRE(result.records.size() == 3);
+  CHECK(result.records[0].start == ms(0));
+  CHECK(result.records[0].end == ms(250));
+  CHECK(result.records[0].error == coretry::attempt_error::timed_out);
+  CHECK(result.records[1].wait_before == ms(40));
+  CHECK(result.records[1].wait_from == wait_source::local);
+  CHECK(result.records[1].start == ms(290));
+  CHECK(result.records[1].end == ms(540));
+  CHECK(result.records[2].wait_before == ms(140));
+  CHECK(result.records[2].start == ms(680));
+  CHECK(result.records[2].allowance == ms(250));
+  CHECK(result.records[2].end == ms(890));
+  CHECK(result.total_backoff == ms(180));
+  // The timed-out attempts were cancelled at their deadlines, not abandoned.
+  CHECK(dependency.cancelled_at == std::vector<coretry::duration>{ms(250), ms(540)});
+}
+
+TEST_CASE("seed: retry-after beyond the deadline stops at once") {
+  coretry::policy p;
+  coretry::testing::scripted_random draws{0.5, 0.5};
+  fake_dependency dependency{{{100ms, {}, 503}, {10ms}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{1s});
+
+  CHECK(result.reason == stop_reason::server_delay_too_long);
+  CHECK(at == ms(100));
+  CHECK(result.attempts == 1);
+  CHECK(dependency.calls == 1);
+  CHECK(result.total_backoff == coretry::duration::zero());
+  CHECK(result.value == 503); // the last response is kept for the caller
+}
+
+TEST_CASE("server delay is a minimum: never shortened, spread added on top") {
+  coretry::policy p;
+  p.overall_deadline = 10s;
+  p.server_delay_spread = 100ms;
+  // draws: local backoff (0.5 of 100 ms), then the spread (0.25 of 99.999999 ms, plus 1 ns).
+  coretry::testing::scripted_random draws{0.5, 0.25};
+  fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{1s});
+
+  CHECK(result.reason == stop_reason::succeeded);
+  REQUIRE(result.records.size() == 2);
+  const coretry::duration spread = 1ns + coretry::duration(std::llround(0.25L * (ms(100).count() - 1)));
+  CHECK(result.records[1].wait_before == 1s + spread);
+  CHECK(result.records[1].wait_from == wait_source::server);
+  CHECK(at == ms(10) + 1s + spread + ms(10));
+}
+
+TEST_CASE("seed: no sleep after the final attempt") {
+  coretry::policy p;
+  p.max_attempts = 2;
+  p.backoff.jitter = coretry::jitter_kind::none;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{10ms, asio::error::connection_reset}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{});
+
+  CHECK(result.reason == stop_reason::attempts_exhausted);
+  CHECK(result.attempts == 2);
+  CHECK(dependency.calls == 2);
+  // 10 ms attempt, 100 ms wait, 10 ms attempt, then straight to the caller.
+  CHECK(at == ms(120));
+  CHECK(result.total_backoff == ms(100));
+  CHECK(result.last_error == asio::error::connection_reset);
+}
+
+TEST_CASE("seed: no attempt starts with less than the minimum allowance") {
+  coretry::policy p;
+  p.max_attempts = 10;
+  p.backoff.jitter = coretry::jitter_kind::none;
+  p.backoff.multiplier = 1.0; // every window 100 ms
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{150ms, asio::error::connection_reset}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{});
+
+  // Attempts at 0, 250, 500, 750; the fourth's allowance is what remains
+  // (1000 - 750 - 50 = 200 ms). At 900 only 50 ms would remain: stop, no sleep.
+  CHECK(result.reason == stop_reason::deadline_exhausted);
+  CHECK(at == ms(900));
+  REQUIRE(result.records.size() == 4);
+  CHECK(result.records[3].start == ms(750));
+  CHECK(result.records[3].allowance == ms(200));
+  for (const auto& record : result.records) CHECK(record.allowance >= p.min_attempt_allowance);
+  CHECK(result.total_backoff == ms(300));
+}
+
+TEST_CASE("attempt deadline cancels the operation, it does not race it") {
+  // An operation that needs 30 ms to wind down after it is cancelled: the
+  // attempt must end when the operation has really finished, not at 250 ms.
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  std::vector<std::pair<coretry::duration, asio::cancellation_type>> seen;
+  std::deque<manual_timer> timers;
+  auto slow_to_cancel = [&](context) {
+    return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
+        [&](auto handler) {
+          manual_timer& work = timers.emplace_back(io.get_executor());
+          manual_timer& wind_down = timers.emplace_back(io.get_executor());
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          work.expires_after(10s);
+          slot.assign([&](asio::cancellation_type type) {
+            seen.emplace_back(runner.elapsed(), type);
+            work.cancel();
+          });
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          work.async_wait([&, shared](boost::system::error_code) {
+            wind_down.expires_after(30ms);
+            wind_down.async_wait([shared](boost::system::error_code) {
+              auto ex = asio::get_associated_executor(*shared);
+              asio::dispatch(ex, asio::append(std::move(*shared), asio::error::operation_aborted, 0));
+            });
+          });
+        },
+        asio::deferred);
+  };
+  coretry::policy p;
+  p.max_attempts = 1;
+  coretry::testing::scripted_random draws{};
+  std::optional<coretry::outcome<int>> result;
+  coretry::duration at{};
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), slow_to_cancel,
+                                     [&](std::exception_ptr, coretry::outcome<int> r) {
+                                       at = runner.elapsed();
+                                       result = std::move(r);
+                                     });
+  runner.run();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].first == ms(250));
+  CHECK(seen[0].second == asio::cancellation_type::terminal);
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::attempts_exhausted);
+  CHECK(result->records[0].error == coretry::attempt_error::timed_out);
+  CHECK(result->records[0].end == ms(280));
+  CHECK(at == ms(280));
+}
+
+TEST_CASE("cancellation during backoff completes promptly") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  p.backoff.jitter = coretry::jitter_kind::none;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{10ms, asio::error::connection_reset}}};
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::duration at{};
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), dependency.factory(),
+                                     status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto r) {
+                                       at = runner.elapsed();
+                                       result = std::move(r);
+                                     }));
+  runner.run_until(manual_clock::time_point(ms(50))); // asleep between 10 and 110 ms
+  CHECK_FALSE(result);
+  cancel.emit(asio::cancellation_type::terminal);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(at == ms(50));
+  CHECK(result->attempts == 1);
+  CHECK(dependency.calls == 1);
+}
+
+TEST_CASE("partial cancellation is honoured too") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{10s}}};
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), dependency.factory(),
+                                     status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto r) {
+                                       result = std::move(r);
+                                     }));
+  runner.run_until(manual_clock::time_point(ms(20)));
+  cancel.emit(asio::cancellation_type::partial);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(dependency.cancelled_at == std::vector<coretry::duration>{ms(20)});
+}
+
+TEST_CASE("cancellation during an attempt reaches the operation") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  std::vector<asio::cancellation_type> seen;
+  std::deque<manual_timer> timers;
+  // A deferred timer wait whose slot we watch: the attempt's own I/O.
+  auto watched = [&](context) {
+    return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code)>(
+        [&](auto handler) {
+          manual_timer& work = timers.emplace_back(io.get_executor());
+          work.expires_after(10s);
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          asio::cancellation_signal* forward = new asio::cancellation_signal;
+          slot.assign([&, forward](asio::cancellation_type type) {
+            seen.push_back(type);
+            forward->emit(type);
+          });
+          work.async_wait(asio::bind_cancellation_slot(
+              forward->slot(), [forward, h = std::move(handler)](boost::system::error_code ec) mutable {
+                delete forward;
+                auto ex = asio::get_associated_executor(h);
+                asio::dispatch(ex, asio::append(std::move(h), ec));
+              }));
+        },
+        asio::deferred);
+  };
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<std::monostate>> result;
+  coretry::duration at{};
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), watched,
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto r) {
+                                       at = runner.elapsed();
+                                       result = std::move(r);
+                                     }));
+  runner.run_until(manual_clock::time_point(ms(100)));
+  cancel.emit(asio::cancellation_type::partial);
+  runner.run();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == asio::cancellation_type::terminal); // any caller cancel is terminal for the attempt
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(at == ms(100));
+  CHECK(result->attempts == 1);
+}
+
+TEST_CASE("unknown outcome is not retried") {
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  coretry::retry_options unsafe;
+  unsafe.random = &draws; // safety stays repeat_safety::unsafe
+  SUBCASE("a timeout after sending stops as outcome unknown") {
+    fake_dependency dependency{{{10s}}};
+    auto [result, at] = run_retry(p, unsafe, dependency.factory(), status_classifier{});
+    CHECK(result.reason == stop_reason::outcome_unknown);
+    CHECK(result.attempts == 1);
+    CHECK(at == ms(250));
+  }
+  SUBCASE("a failure that provably never reached the peer is retried") {
+    coretry::testing::scripted_random more{0.5};
+    unsafe.random = &more;
+    fake_dependency dependency{{{1ms, asio::error::connection_refused}, {10ms}}};
+    auto [result, at] = run_retry(p, unsafe, dependency.factory(), status_classifier{});
+    CHECK(result.reason == stop_reason::succeeded);
+    CHECK(result.attempts == 2);
+    CHECK(at == ms(1 + 50 + 10));
+  }
+  SUBCASE("a definite transient answer to an unsafe request is a rejection") {
+    fake_dependency dependency{{{10ms, {}, 503}}};
+    auto [result, at] = run_retry(p, unsafe, dependency.factory(), status_classifier{});
+    CHECK(result.reason == stop_reason::rejected);
+    CHECK(result.attempts == 1);
+  }
+}
+
+TEST_CASE("a known rejection stops at once") {
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{5ms, {}, 404}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{});
+  CHECK(result.reason == stop_reason::rejected);
+  CHECK(result.value == 404);
+  CHECK(at == ms(5));
+}
+
+TEST_CASE("exceptions from the attempt propagate") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  auto options = idempotent_with(draws);
+  bool caught = false;
+  int attempts_started = 0;
+  SUBCASE("thrown inside an awaitable attempt, seen by the awaiting coroutine") {
+    auto buggy = [&](context) -> asio::awaitable<int> {
+      ++attempts_started;
+      throw std::logic_error("bug in the attempt");
+      co_return 0;
+    };
+    asio::co_spawn(io,
+                   [&]() -> asio::awaitable<void> {
+                     try {
+                       co_await coretry::async_retry<manual_timer>(io.get_executor(), p, options, buggy,
+                                                                   asio::use_awaitable);
+                     } catch (const std::logic_error& e) {
+                       caught = std::string(e.what()) == "bug in the attempt";
+                     }
+                   },
+                   asio::detached);
+  }
+  SUBCASE("thrown by the factory") {
+    auto buggy = [&](context) -> asio::awaitable<int> {
+      ++attempts_started;
+      throw std::logic_error("bug in the attempt");
+    };
+    coretry::async_retry<manual_timer>(io.get_executor(), p, options, buggy,
+                                       [&](std::exception_ptr e, coretry::outcome<int> r) {
+                                         caught = e != nullptr && r.attempts == 1;
+                                       });
+  }
+  SUBCASE("thrown by the classifier") {
+    fake_dependency dependency{{{1ms}}};
+    attempts_started = 1;
+    coretry::async_retry<manual_timer>(
+        io.get_executor(), p, options, dependency.factory(),
+        [](const boost::system::error_code&, int) -> coretry::verdict { throw std::logic_error("bad classifier"); },
+        [&](std::exception_ptr e, coretry::outcome<int>) { caught = e != nullptr; });
+  }
+  runner.run();
+  CHECK(caught);
+  CHECK(attempts_started == 1); // never retried
+}
+
+TEST_CASE("seed: three layers of three attempts make 27 calls") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  p.overall_deadline = coretry::duration::max(); // count attempts, not time
+  p.attempt_limit = 1h; // an outer attempt must outlast the inner layer's retries
+  p.backoff.jitter = coretry::jitter_kind::none;
+  coretry::testing::scripted_random draws{};
+  auto options = idempotent_with(draws);
+  fake_dependency pricing{{{1ms, asio::error::connection_reset}}};
+  auto gateway = [&](context) {
+    return coretry::async_retry<manual_timer>(io.get_executor(), p, options, pricing.factory(), asio::deferred);
+  };
+  auto sdk = [&](context) {
+    return coretry::async_retry<manual_timer>(io.get_executor(), p, options, gateway, asio::deferred);
+  };
+  std::optional<coretry::outcome<coretry::outcome<coretry::outcome<int>>>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, options, sdk,
+                                     [&](std::exception_ptr e, auto r) {
+                                       REQUIRE_FALSE(e);
+                                       result = std::move(r);
+                                     });
+  runner.run();
+  CHECK(pricing.calls == 27);
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::attempts_exhausted);
+  CHECK(result->attempts == 3);
+  REQUIRE(result->value);
+  CHECK(result->value->reason == stop_reason::attempts_exhausted);
+}
+
+TEST_CASE("budget stops retries across operations") {
+  coretry::policy p;
+  p.max_attempts = 5;
+  coretry::testing::scripted_random draws{0, 0, 0, 0, 0, 0};
+  coretry::token_bucket_budget budget({.capacity = 2, .tokens_per_initial_request = 0.1});
+  auto options = idempotent_with(draws);
+  options.budget = &budget;
+  fake_dependency dependency{{{1ms, asio::error::connection_reset}}};
+  auto [result, at] = run_retry(p, options, dependency.factory(), status_classifier{});
+  CHECK(result.reason == stop_reason::budget_exhausted);
+  CHECK(result.attempts == 3); // the first, then the two tokens
+  CHECK(dependency.calls == 3);
+}
+
+TEST_CASE("seed: budget admits at most 20 + N/10 retries") {
+  for (int n : {1, 9, 10, 11, 25, 100, 250}) {
+    CAPTURE(n);
+    asio::io_context io;
+    coretry::testing::manual_runner runner(io);
+    coretry::policy p;
+    p.max_attempts = 1000;
+    p.overall_deadline = coretry::duration::max();
+    p.backoff.jitter = coretry::jitter_kind::none;
+    p.backoff.initial_window = 1ms;
+    p.backoff.max_window = 1ms;
+    coretry::token_bucket_budget budget; // capacity 20, starts full, +0.1 per initial request
+    coretry::retry_options options;
+    options.safety = coretry::repeat_safety::idempotent;
+    options.budget = &budget;
+    fake_dependency dependency{{{1ms, asio::error::connection_reset}}};
+    int retries = 0;
+    // Operations one after another, every attempt failing.
+    for (int i = 0; i < n; ++i) {
+      coretry::async_retry<manual_timer>(io.get_executor(), p, options, dependency.factory(), status_classifier{},
+                                         [&](std::exception_ptr, coretry::outcome<int> r) {
+                                           CHECK(r.reason == stop_reason::budget_exhausted);
+                                           retries += static_cast<int>(r.attempts) - 1;
+                                         });
+      runner.run();
+    }
+    CHECK(retries <= 20 + n / 10);
+    // The first operation's deposit overflows the full bucket: exactly 20 + (n - 1) / 10.
+    CHECK(retries == 20 + (n - 1) / 10);
+    CHECK(dependency.calls == n + retries);
+  }
+}
+
+TEST_CASE("completion token: use_awaitable") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{0.5};
+  fake_dependency dependency{{{300ms}, {20ms, {}, 201}}};
+  std::optional<coretry::outcome<int>> result;
+  asio::co_spawn(io,
+                 [&]() -> asio::awaitable<void> {
+                   result = co_await coretry::async_retry<manual_timer>(
+                       io.get_executor(), p, idempotent_with(draws), dependency.factory(), asio::use_awaitable);
+                 },
+                 asio::detached);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->get() == 201);
+  CHECK(result->elapsed == ms(250 + 50 + 20));
+}
+
+TEST_CASE("completion token: deferred") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{20ms}}};
+  auto op = coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), dependency.factory(),
+                                               asio::deferred);
+  CHECK(dependency.calls == 0); // nothing starts until the deferred operation is launched
+  std::optional<coretry::outcome<int>> result;
+  std::move(op)([&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->succeeded());
+  CHECK(dependency.calls == 1);
+}
+
+TEST_CASE("completion token: use_future") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{5ms, {}, 404}}};
+  auto future = coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws),
+                                                   dependency.factory(), status_classifier{}, asio::use_future);
+  runner.run();
+  coretry::outcome<int> result = future.get();
+  CHECK(result.reason == stop_reason::rejected);
+  CHECK(result.error() == stop_reason::rejected);
+  CHECK_THROWS_AS(result.get(), boost::system::system_error);
+}
+
+TEST_CASE("completion token: callback, and no completion inside the initiating call") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{0ms}}};
+  bool called = false;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), dependency.factory(),
+                                     [&](std::exception_ptr, coretry::outcome<int>) { called = true; });
+  CHECK_FALSE(called);
+  runner.run();
+  CHECK(called);
+}
+
+TEST_CASE("an invalid policy is refused before anything starts, naming the problem") {
+  asio::io_context io;
+  coretry::policy p;
+  p.max_attempts = 0;
+  fake_dependency dependency{{{0ms}}};
+  CHECK_THROWS_WITH_AS(coretry::async_retry<manual_timer>(io.get_executor(), p, dependency.factory(),
+                                                          [](std::exception_ptr, coretry::outcome<int>) {}),
+                       doctest::Contains("max_attempts"), std::invalid_argument);
+  CHECK(dependency.calls == 0);
+}
+
+TEST_CASE("observer and counters see every event") {
+  coretry::policy p;
+  coretry::testing::scripted_random draws{0.4, 0.7};
+  coretry::retry_counters counters;
+  auto options = idempotent_with(draws);
+  options.observer = &counters;
+  options.operation = "/books/{id}";
+  fake_dependency dependency{{{10s}, {10s}, {210ms}}};
+  run_retry(p, options, dependency.factory(), status_classifier{});
+  fake_dependency fine{{{5ms}}};
+  run_retry(p, options, fine.factory(), status_classifier{});
+  const auto s = counters.read();
+  CHECK(s.operations == 2);
+  CHECK(s.attempts == 4);
+  CHECK(s.initial_successes == 1);
+  CHECK(s.final_successes == 2);
+  CHECK(s.total_backoff == ms(180));
+  CHECK(s.attempts_per_operation[0] == 1);
+  CHECK(s.attempts_per_operation[2] == 1);
+  CHECK(s.stops[static_cast<int>(stop_reason::succeeded)] == 2);
+}
+
+TEST_CASE("a strand on a multi-threaded io_context: every handler exactly once") {
+  // Real time, real threads: counts are asserted, durations are not.
+  asio::io_context io(4);
+  coretry::policy p;
+  p.max_attempts = 4;
+  p.overall_deadline = 5s;
+  p.attempt_limit = 2ms;
+  p.min_attempt_allowance = 1ms;
+  p.completion_reserve = 0ms;
+  p.backoff.initial_window = 1ms;
+  p.backoff.max_window = 2ms;
+  coretry::token_bucket_budget budget;
+  coretry::retry_counters counters;
+  coretry::retry_options options;
+  options.safety = coretry::repeat_safety::idempotent;
+  options.budget = &budget;
+  options.observer = &counters;
+  constexpr int operations = 400;
+  std::atomic<int> completions{0};
+  std::vector<std::unique_ptr<asio::cancellation_signal>> cancels;
+  for (int i = 0; i < operations; ++i) {
+    auto strand = asio::make_strand(io);
+    cancels.push_back(std::make_unique<asio::cancellation_signal>());
+    auto attempt = [i](coretry::attempt_context<std::chrono::steady_clock> c) -> asio::awaitable<int> {
+      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::microseconds(500 * ((i + c.number) % 6)));
+      co_await t.async_wait(asio::use_awaitable);
+      if ((i + c.number) % 3 != 0) throw boost::system::system_error(asio::error::connection_reset);
+      co_return i;
+    };
+    coretry::async_retry(strand, p, options, attempt, coretry::default_classifier{},
+                         asio::bind_cancellation_slot(cancels.back()->slot(),
+                                                      [&](std::exception_ptr e, coretry::outcome<int>) {
+                                                        CHECK_FALSE(e);
+                                                        completions.fetch_add(1);
+                                                      }));
+    if (i % 5 == 0) {
+      // Cancel some from their own strand, as the contract asks.
+      asio::post(strand, [&, i] { cancels[i]->emit(asio::cancellation_type::terminal); });
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
+  for (auto& t : threads) t.join();
+  CHECK(completions.load() == operations);
+  const auto s = counters.read();
+  std::uint64_t stops = 0;
+  for (auto n : s.stops) stops += n;
+  CHECK(stops == operations);
+  CHECK(s.operations == operations);
+}

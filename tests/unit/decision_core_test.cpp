@@ -1,0 +1,287 @@
+// The pure decision core alone: no Asio, no clock, scripted randomness.
+
+#include <coretry/decision_core.hpp>
+#include <coretry/testing/manual_clock.hpp>
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace std::chrono_literals;
+using coretry::decision;
+using coretry::duration;
+using coretry::stop_reason;
+using coretry::verdict;
+
+namespace {
+
+using action = decision::action;
+const verdict timeout = verdict::transient("timeout");
+constexpr auto idempotent = coretry::repeat_safety::idempotent;
+
+duration ms(std::int64_t n) { return std::chrono::milliseconds(n); }
+
+} // namespace
+
+TEST_CASE("core: the worked example, step by step") {
+  coretry::testing::scripted_random draws{0.4, 0.7};
+  coretry::decision_core core(coretry::policy{}, draws);
+  decision d = core.begin();
+  REQUIRE(d.what == action::start_attempt);
+  CHECK(d.allowance == ms(250));
+  d = core.attempt_finished(ms(250), timeout, idempotent);
+  REQUIRE(d.what == action::sleep);
+  CHECK(d.wait == ms(40));
+  CHECK(d.source == coretry::wait_source::local);
+  d = core.sleep_finished(ms(290));
+  REQUIRE(d.what == action::start_attempt);
+  CHECK(d.allowance == ms(250));
+  d = core.attempt_finished(ms(540), timeout, idempotent);
+  REQUIRE(d.what == action::sleep);
+  CHECK(d.wait == ms(140));
+  d = core.sleep_finished(ms(680));
+  REQUIRE(d.what == action::start_attempt);
+  CHECK(d.allowance == ms(250));
+  d = core.attempt_finished(ms(890), verdict::success(), idempotent);
+  CHECK(d.what == action::stop);
+  CHECK(d.reason == stop_reason::succeeded);
+  CHECK(core.attempts() == 3);
+}
+
+TEST_CASE("core: the allowance is min(attempt limit, remaining - reserve)") {
+  coretry::testing::scripted_random draws{};
+  coretry::decision_core core(coretry::policy{}, draws);
+  core.begin();
+  // After a sleep ending at 730 ms: 1000 - 730 - 50 = 220 ms.
+  CHECK(core.sleep_finished(ms(730)).allowance == ms(220));
+  // At 851 ms only 99 ms would remain: below the 100 ms minimum.
+  const decision late = core.sleep_finished(ms(851));
+  CHECK(late.what == action::stop);
+  CHECK(late.reason == stop_reason::deadline_exhausted);
+}
+
+TEST_CASE("core: a local wait that would leave no useful attempt stops before sleeping") {
+  coretry::policy p;
+  p.backoff.jitter = coretry::jitter_kind::none;
+  coretry::testing::scripted_random draws{};
+  coretry::decision_core core(p, draws);
+  core.begin();
+  // At 760 ms: usable 190, minus the 100 ms minimum allows at most a 90 ms wait; the window is 100.
+  const decision d = core.attempt_finished(ms(760), timeout, idempotent);
+  CHECK(d.what == action::stop);
+  CHECK(d.reason == stop_reason::deadline_exhausted);
+}
+
+TEST_CASE("core: server delay") {
+  coretry::policy p;
+  p.overall_deadline = 10s;
+  SUBCASE("a delay that does not fit stops as server delay too long, before any sleep") {
+    p.server_delay_spread = 0ms;
+    coretry::testing::scripted_random draws{0.5};
+    coretry::decision_core core(p, draws);
+    core.begin();
+    // At 100 ms of 10 s: 9850 ms usable, minus the 100 ms minimum attempt.
+    const decision fits = core.attempt_finished(ms(100), verdict::transient("http_503", coretry::delivery::answered,
+                                                                            ms(9750)), idempotent);
+    CHECK(fits.what == action::sleep);
+    coretry::testing::scripted_random more{0.5};
+    coretry::decision_core again(p, more);
+    again.begin();
+    const decision d = again.attempt_finished(ms(100), verdict::transient("http_503", coretry::delivery::answered,
+                                                                          ms(9751)), idempotent);
+    CHECK(d.what == action::stop);
+    CHECK(d.reason == stop_reason::server_delay_too_long);
+  }
+  SUBCASE("the local cap never truncates the server's delay") {
+    p.backoff.max_window = 200ms;
+    p.server_delay_spread = 0ms;
+    coretry::testing::scripted_random draws{1.0};
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const decision d = core.attempt_finished(ms(100), verdict::transient("http_429", coretry::delivery::answered, 3s),
+                                             idempotent);
+    REQUIRE(d.what == action::sleep);
+    CHECK(d.wait == 3s);
+    CHECK(d.source == coretry::wait_source::server);
+  }
+  SUBCASE("local backoff larger than the server's delay wins, plus the spread") {
+    p.server_delay_spread = 10ms;
+    coretry::testing::scripted_random draws{1.0, 1.0};
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const decision d = core.attempt_finished(ms(100), verdict::transient("http_503", coretry::delivery::answered, 0s),
+                                             idempotent);
+    REQUIRE(d.what == action::sleep);
+    CHECK(d.wait == ms(100) + ms(10));
+    CHECK(d.source == coretry::wait_source::local);
+  }
+  SUBCASE("an enormous delay stops, it never wraps to a short wait") {
+    coretry::testing::scripted_random draws{0.5};
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const decision d = core.attempt_finished(
+        ms(100), verdict::transient("http_503", coretry::delivery::answered, duration::max()), idempotent);
+    CHECK(d.reason == stop_reason::server_delay_too_long);
+  }
+  SUBCASE("with no overall deadline a huge delay saturates instead of overflowing") {
+    p.overall_deadline = duration::max();
+    p.server_delay_spread = 100ms;
+    coretry::testing::scripted_random draws{0.5, 1.0};
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const decision d = core.attempt_finished(
+        ms(100), verdict::transient("http_503", coretry::delivery::answered, duration::max() - 1ns), idempotent);
+    REQUIRE(d.what == action::sleep);
+    CHECK(d.wait == duration::max());
+  }
+}
+
+TEST_CASE("core: eligibility needs both a safe repeat and a transient failure") {
+  coretry::testing::scripted_random draws{0.5, 0.5, 0.5};
+  auto finish = [&](const verdict& v, coretry::repeat_safety safety) {
+    coretry::decision_core core(coretry::policy{}, draws);
+    core.begin();
+    return core.attempt_finished(ms(10), v, safety);
+  };
+  constexpr auto unsafe = coretry::repeat_safety::unsafe;
+  CHECK(finish(verdict::permanent("http_404"), idempotent).reason == stop_reason::rejected);
+  CHECK(finish(timeout, unsafe).reason == stop_reason::outcome_unknown);
+  CHECK(finish(verdict::transient("http_503", coretry::delivery::answered), unsafe).reason == stop_reason::rejected);
+  CHECK(finish(verdict::transient("refused", coretry::delivery::never_sent), unsafe).what == action::sleep);
+  CHECK(finish(timeout, coretry::repeat_safety::idempotency_key).what == action::sleep);
+  CHECK(finish(timeout, idempotent).what == action::sleep);
+}
+
+TEST_CASE("core: jitter kinds draw from the right range") {
+  coretry::policy p;
+  p.overall_deadline = duration::max();
+  p.max_attempts = 10;
+  p.backoff.initial_window = 100ms;
+  p.backoff.max_window = 1s;
+  auto first_two_waits = [&](coretry::jitter_kind kind, std::initializer_list<double> fractions) {
+    p.backoff.jitter = kind;
+    coretry::testing::scripted_random draws(fractions);
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const duration a = core.attempt_finished(ms(1), timeout, idempotent).wait;
+    core.sleep_finished(ms(2));
+    const duration b = core.attempt_finished(ms(3), timeout, idempotent).wait;
+    return std::pair{a, b};
+  };
+  CHECK(first_two_waits(coretry::jitter_kind::none, {}) == std::pair{ms(100), ms(200)});
+  CHECK(first_two_waits(coretry::jitter_kind::full, {0.0, 1.0}) == std::pair{ms(0), ms(200)});
+  CHECK(first_two_waits(coretry::jitter_kind::full, {0.9, 0.1}) == std::pair{ms(90), ms(20)});
+  // Equal: half the window, plus up to the other half.
+  CHECK(first_two_waits(coretry::jitter_kind::equal, {0.0, 1.0}) == std::pair{ms(50), ms(200)});
+  // Decorrelated: uniform in [initial, 3 x previous]; the first previous is the initial window.
+  CHECK(first_two_waits(coretry::jitter_kind::decorrelated, {0.5, 1.0}) == std::pair{ms(200), ms(600)});
+}
+
+TEST_CASE("core: the cap limits the window, not the attempts") {
+  coretry::policy p;
+  p.overall_deadline = duration::max();
+  p.max_attempts = 8;
+  p.backoff.jitter = coretry::jitter_kind::none;
+  p.backoff.max_window = 250ms;
+  coretry::testing::scripted_random draws{};
+  coretry::decision_core core(p, draws);
+  core.begin();
+  std::vector<duration> waits;
+  duration now = 0ms;
+  for (;;) {
+    now += 1ms;
+    const decision d = core.attempt_finished(now, timeout, idempotent);
+    if (d.what == action::stop) {
+      CHECK(d.reason == stop_reason::attempts_exhausted);
+      break;
+    }
+    waits.push_back(d.wait);
+    now += d.wait;
+    REQUIRE(core.sleep_finished(now).what == action::start_attempt);
+  }
+  CHECK(core.attempts() == 8);
+  CHECK(waits == std::vector<duration>{ms(100), ms(200), ms(250), ms(250), ms(250), ms(250), ms(250)});
+  CHECK(coretry::backoff_window(p.backoff, 1'000'000) == ms(250)); // no overflow however far
+}
+
+TEST_CASE("core: a floor keeps the local wait from being shorter") {
+  coretry::policy p;
+  p.backoff.floor = 30ms;
+  coretry::testing::scripted_random draws{0.1};
+  coretry::decision_core core(p, draws);
+  core.begin();
+  CHECK(core.attempt_finished(ms(10), timeout, idempotent).wait == ms(30));
+}
+
+TEST_CASE("core: the budget is asked only for retries, after the deadline check") {
+  coretry::token_bucket_budget budget({.capacity = 1, .tokens_per_initial_request = 0});
+  coretry::testing::scripted_random draws{0.5, 0.5};
+  coretry::decision_core core(coretry::policy{}, draws, &budget);
+  core.begin();
+  CHECK(budget.tokens() == 1.0);
+  core.attempt_finished(ms(10), timeout, idempotent);
+  // Too late for an attempt: stops on the deadline and keeps the token.
+  CHECK(core.sleep_finished(ms(900)).reason == stop_reason::deadline_exhausted);
+  CHECK(budget.tokens() == 1.0);
+  CHECK(core.sleep_finished(ms(100)).what == action::start_attempt);
+  CHECK(budget.tokens() == 0.0);
+  core.attempt_finished(ms(120), timeout, idempotent);
+  CHECK(core.sleep_finished(ms(200)).reason == stop_reason::budget_exhausted);
+}
+
+TEST_CASE("core: invalid policies are refused with a message naming the field") {
+  coretry::testing::scripted_random draws{};
+  auto refused = [&](auto mutate, const char* field) {
+    coretry::policy p;
+    mutate(p);
+    CHECK_THROWS_WITH_AS(coretry::decision_core(p, draws), doctest::Contains(field), std::invalid_argument);
+  };
+  refused([](auto& p) { p.max_attempts = 0; }, "max_attempts");
+  refused([](auto& p) { p.overall_deadline = -1ms; }, "overall_deadline");
+  refused([](auto& p) { p.attempt_limit = 0ms; }, "attempt_limit");
+  refused([](auto& p) { p.min_attempt_allowance = 300ms; }, "min_attempt_allowance");
+  refused([](auto& p) { p.completion_reserve = 950ms; }, "completion_reserve");
+  refused([](auto& p) { p.backoff.multiplier = 0.5; }, "multiplier");
+  refused([](auto& p) { p.backoff.max_window = 1ms; }, "max_window");
+  refused([](auto& p) { p.server_delay_spread = -1ms; }, "server_delay_spread");
+}
+
+TEST_CASE("core: independent default seeding") {
+  auto draws = [] {
+    std::vector<std::uint64_t> v;
+    for (int i = 0; i < 4; ++i) v.push_back(coretry::independent_random::instance().uniform(UINT64_MAX));
+    return v;
+  };
+  SUBCASE("two threads draw different schedules") {
+    std::vector<std::uint64_t> a, b;
+    std::thread t1([&] { a = draws(); });
+    std::thread t2([&] { b = draws(); });
+    t1.join();
+    t2.join();
+    CHECK(a != b);
+  }
+  SUBCASE("a forked process does not repeat its parent's draws") {
+    draws(); // the parent's generator exists before the fork
+    int pipe_fds[2];
+    REQUIRE(::pipe(pipe_fds) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      const auto v = draws();
+      (void)!::write(pipe_fds[1], v.data(), v.size() * sizeof(std::uint64_t));
+      ::_exit(0);
+    }
+    const auto mine = draws();
+    std::vector<std::uint64_t> theirs(4);
+    REQUIRE(::read(pipe_fds[0], theirs.data(), theirs.size() * sizeof(std::uint64_t)) ==
+            static_cast<ssize_t>(theirs.size() * sizeof(std::uint64_t)));
+    ::waitpid(child, nullptr, 0);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    CHECK(mine != theirs);
+  }
+}

@@ -343,6 +343,12 @@ TEST_CASE("exceptions from the attempt propagate") {
   auto options = idempotent_with(draws);
   bool caught = false;
   int attempts_started = 0;
+  // Run inside each subcase: the lambdas below live only as long as it does.
+  auto run_and_check = [&] {
+    runner.run();
+    CHECK(caught);
+    CHECK(attempts_started == 1); // never retried
+  };
   SUBCASE("thrown inside an awaitable attempt, seen by the awaiting coroutine") {
     auto buggy = [&](context) -> asio::awaitable<int> {
       ++attempts_started;
@@ -359,6 +365,7 @@ TEST_CASE("exceptions from the attempt propagate") {
                      }
                    },
                    asio::detached);
+    run_and_check();
   }
   SUBCASE("thrown by the factory") {
     auto buggy = [&](context) -> asio::awaitable<int> {
@@ -369,6 +376,7 @@ TEST_CASE("exceptions from the attempt propagate") {
                                        [&](std::exception_ptr e, coretry::outcome<int> r) {
                                          caught = e != nullptr && r.attempts == 1;
                                        });
+    run_and_check();
   }
   SUBCASE("thrown by the classifier") {
     fake_dependency dependency{{{1ms}}};
@@ -377,10 +385,8 @@ TEST_CASE("exceptions from the attempt propagate") {
         io.get_executor(), p, options, dependency.factory(),
         [](const boost::system::error_code&, int) -> coretry::verdict { throw std::logic_error("bad classifier"); },
         [&](std::exception_ptr e, coretry::outcome<int>) { caught = e != nullptr; });
+    run_and_check();
   }
-  runner.run();
-  CHECK(caught);
-  CHECK(attempts_started == 1); // never retried
 }
 
 TEST_CASE("seed: three layers of three attempts make 27 calls") {

@@ -1,0 +1,179 @@
+// Measures what the retry machinery costs on the happy path, and what an
+// operation costs while it sleeps in backoff.
+//
+//   bench_retry_overhead [operations=200000] [pending=100000]
+//
+// 1. Happy path: a coroutine awaits a trivial asynchronous operation (it
+//    completes through the io_context on the next turn), either directly or
+//    through async_retry on a real steady_timer (deadline armed, strand,
+//    decision core, outcome). Reports ns per operation and heap allocations
+//    per operation, interleaved in rounds so both see the same machine.
+// 2. Backoff: `pending` operations whose first attempt fails, all asleep in a
+//    one-hour backoff at once; reports heap bytes per pending operation, then
+//    the time to cancel them all and see every handler run.
+
+#include <coretry/coretry.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <malloc.h>
+#include <new>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// Heap accounting: every allocation in the process goes through here.
+static std::atomic<std::uint64_t> allocations{0};
+static std::atomic<std::int64_t> live_bytes{0};
+
+void* operator new(std::size_t size) {
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (!p) throw std::bad_alloc();
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  live_bytes.fetch_add(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+  return p;
+}
+void operator delete(void* p) noexcept {
+  if (!p) return;
+  live_bytes.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// A trivial asynchronous operation: completes with (no error, 42) on the next turn.
+auto trivial_op(asio::io_context& io) {
+  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
+      [&io](auto handler) {
+        asio::post(io, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, 42); });
+      },
+      asio::deferred);
+}
+
+struct measurement {
+  double ns_per_op;
+  double allocs_per_op;
+};
+
+measurement run_direct(int operations) {
+  asio::io_context io(1);
+  const auto allocs_before = allocations.load();
+  const auto start = clock_type::now();
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < operations; ++i) (void)co_await trivial_op(io)(asio::use_awaitable);
+      },
+      asio::detached);
+  io.run();
+  const double ns = std::chrono::duration<double, std::nano>(clock_type::now() - start).count();
+  return {ns / operations, double(allocations.load() - allocs_before) / operations};
+}
+
+measurement run_retry(int operations) {
+  asio::io_context io(1);
+  coretry::policy p;
+  coretry::retry_options options;
+  options.safety = coretry::repeat_safety::idempotent;
+  const auto allocs_before = allocations.load();
+  const auto start = clock_type::now();
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < operations; ++i) {
+          auto result = co_await coretry::async_retry(
+              io.get_executor(), p, options, [&](const coretry::attempt_context<clock_type>&) { return trivial_op(io); },
+              asio::use_awaitable);
+          if (!result.succeeded()) std::abort();
+        }
+      },
+      asio::detached);
+  io.run();
+  const double ns = std::chrono::duration<double, std::nano>(clock_type::now() - start).count();
+  return {ns / operations, double(allocations.load() - allocs_before) / operations};
+}
+
+void bench_backoff(int pending) {
+  asio::io_context io(1);
+  coretry::policy p;
+  p.max_attempts = 2;
+  p.overall_deadline = coretry::duration::max();
+  p.backoff.jitter = coretry::jitter_kind::none;
+  p.backoff.initial_window = 1h;
+  p.backoff.max_window = 1h;
+  coretry::retry_options options;
+  options.safety = coretry::repeat_safety::idempotent;
+  std::vector<asio::cancellation_signal> cancels(static_cast<std::size_t>(pending));
+  int completed = 0;
+  auto failing = [&](const coretry::attempt_context<clock_type>&) {
+    return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code)>(
+        [&io](auto handler) {
+          asio::post(io, [h = std::move(handler)]() mutable { std::move(h)(asio::error::connection_reset); });
+        },
+        asio::deferred);
+  };
+  const std::int64_t bytes_before = live_bytes.load();
+  for (int i = 0; i < pending; ++i)
+    coretry::async_retry(io.get_executor(), p, options, failing,
+                         asio::bind_cancellation_slot(cancels[static_cast<std::size_t>(i)].slot(),
+                                                      [&](std::exception_ptr, coretry::outcome<std::monostate> r) {
+                                                        if (r.reason == coretry::stop_reason::cancelled) ++completed;
+                                                      }));
+  // Run until every first attempt has failed and every operation sleeps.
+  while (io.poll() != 0) {
+  }
+  const std::int64_t bytes_pending = live_bytes.load() - bytes_before;
+  const auto start = clock_type::now();
+  for (auto& c : cancels) c.emit(asio::cancellation_type::terminal);
+  while (completed < pending) io.run_one();
+  const double cancel_ms = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+  std::printf("backoff: %d operations asleep at once: %.0f heap bytes per pending operation "
+              "(%.1f MiB in all); cancelling all took %.1f ms (%.0f ns each), %d handlers ran\n",
+              pending, double(bytes_pending) / pending, double(bytes_pending) / (1 << 20), cancel_ms,
+              cancel_ms * 1e6 / pending, completed);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const int operations = argc > 1 ? std::atoi(argv[1]) : 200'000;
+  const int pending = argc > 2 ? std::atoi(argv[2]) : 100'000;
+  if (operations <= 0 || pending <= 0) {
+    std::fprintf(stderr, "usage: bench_retry_overhead [operations>0] [pending>0]\n");
+    return 2;
+  }
+  run_direct(operations / 10); // warm up caches and the allocator
+  run_retry(operations / 10);
+  constexpr int rounds = 5;
+  double direct_ns = 0, retry_ns = 0, direct_allocs = 0, retry_allocs = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const measurement d = run_direct(operations);
+    const measurement t = run_retry(operations);
+    direct_ns += d.ns_per_op / rounds;
+    retry_ns += t.ns_per_op / rounds;
+    direct_allocs += d.allocs_per_op / rounds;
+    retry_allocs += t.allocs_per_op / rounds;
+  }
+  std::printf("happy path, %d operations x %d interleaved rounds:\n", operations, rounds);
+  std::printf("  direct co_await:       %8.1f ns/op  %5.2f allocations/op\n", direct_ns, direct_allocs);
+  std::printf("  through async_retry:   %8.1f ns/op  %5.2f allocations/op\n", retry_ns, retry_allocs);
+  std::printf("  retry overhead:        %8.1f ns/op  %5.2f allocations/op\n", retry_ns - direct_ns,
+              retry_allocs - direct_allocs);
+  bench_backoff(pending);
+  return 0;
+}

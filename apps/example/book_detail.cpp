@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
 
         std::printf("GET /books/42: pricing answers 503 with Retry-After: 1 after 100 ms\n");
         auto unavailable = [&](steady_context) { return pricing_call(100ms, 503); };
+        options.random = nullptr; // the seed's two draws belong to the first request
         auto second = co_await coretry::async_retry(io.get_executor(), book_detail, options, unavailable,
                                                     pricing_classifier{}, asio::use_awaitable);
         std::printf("  => %s, status %d, %.1f ms: the 1 s delay does not fit the 1000 ms deadline\n",

@@ -20,7 +20,7 @@ std::string format_imf_fixdate(std::chrono::system_clock::time_point instant) {
   const std::string_view day_name = day_names[weekday{day}.c_encoding()];
   const std::string_view month_name = month_names[static_cast<unsigned>(date.month()) - 1];
 
-  char text[32];
+  char text[64]; // room for any int the compiler cannot rule out
   std::snprintf(text, sizeof text, "%.3s, %02u %.3s %04d %02d:%02d:%02d GMT", day_name.data(),
                 static_cast<unsigned>(date.day()), month_name.data(), static_cast<int>(date.year()),
                 static_cast<int>(time.hours().count()), static_cast<int>(time.minutes().count()),

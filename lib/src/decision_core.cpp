@@ -110,16 +110,16 @@ decision decision_core::attempt_finished(duration elapsed, const verdict& v, rep
     return decision::stop(stop_reason::deadline_exhausted);
   const duration longest_wait = usable == duration::max() ? usable : usable - policy_.min_attempt_allowance;
 
+  // The server's delay is a minimum: never shortened, never truncated by the
+  // local cap. When it does not fit, stop now rather than sleep and fail later.
+  const duration server = v.server_delay ? std::max(*v.server_delay, duration::zero()) : duration::zero();
+  if (v.server_delay && server > longest_wait) return decision::stop(stop_reason::server_delay_too_long);
+
   const duration local = local_backoff(attempts_ - 1);
   if (!v.server_delay) {
     if (local > longest_wait) return decision::stop(stop_reason::deadline_exhausted);
     return decision::sleep(local, wait_source::local);
   }
-
-  // The server's delay is a minimum: never shortened, never truncated by the
-  // local cap. When it does not fit, stop now rather than sleep and fail later.
-  const duration server = std::max(*v.server_delay, duration::zero());
-  if (server > longest_wait) return decision::stop(stop_reason::server_delay_too_long);
   const duration base = std::max(server, local);
   const wait_source source = server >= local ? wait_source::server : wait_source::local;
   if (base > longest_wait) return decision::stop(stop_reason::deadline_exhausted);

@@ -1,5 +1,6 @@
 // A user's program built against an installed coretry: one retry on a real timer.
 #include <coretry/coretry.hpp>
+#include <coretry/http/client.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -31,5 +32,12 @@ int main() {
                                    << " attempts, value " << result.value.value_or(0) << "\n";
                        });
   io.run();
-  return 0;
+  // The HTTP client links too; refusing a bad URL needs no network.
+  coretry::http::client client(io.get_executor());
+  try {
+    client.async_send("not a url", coretry::http::request{}, {}, [](std::exception_ptr, coretry::http::result) {});
+  } catch (const std::invalid_argument&) {
+    return 0;
+  }
+  return 1;
 }

@@ -78,7 +78,7 @@ auto async_retry(const Executor& ex, const policy& p, const retry_options& optio
   using clock = typename Timer::clock_type;
   using op_type = std::invoke_result_t<std::decay_t<Factory>&, const attempt_context<clock>&>;
   using value_type = detail::attempt_value_t<op_type>;
-  using operation = detail::retry_operation<Timer, detail::strand_of_t<Executor>, std::decay_t<Factory>,
+  using operation = detail::retry_operation<Timer, boost::asio::any_io_executor, std::decay_t<Factory>,
                                             std::decay_t<Classifier>, value_type>;
   auto strand = detail::make_operation_strand(ex);
   auto state = operation::make_state(ex, strand, p, options, std::forward<Factory>(factory),

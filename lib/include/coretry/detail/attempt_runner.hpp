@@ -5,8 +5,10 @@
 // Boost 1.81 equivalent of cancel_after. The timer and the operation run side
 // by side; when the timer fires first the operation receives *terminal*
 // cancellation through its cancellation slot; the caller's cancellation is
-// forwarded the same way. It completes only after both the timer and the
-// operation have finished, so no work is ever left running behind it.
+// forwarded the same way. It completes only once the operation has finished,
+// so no work is ever left running behind it. The timer's own (cancelled) wait
+// may still be queued then: it holds a reference to the runner's state, never
+// to the caller, so the caller's next step need not wait a turn for it.
 
 #include <coretry/attempt.hpp>
 #include <coretry/stop_reason.hpp>
@@ -47,12 +49,13 @@ public:
   static void start(Timer& timer, duration allowance, const Executor& ex, Op&& op, Handler&& handler) {
     allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    ::new (self) attempt_runner(timer, std::move(handler));
+    ::new (self) attempt_runner(timer, std::move(handler), alloc);
     self->launch(allowance, ex, std::forward<Op>(op));
   }
 
 private:
-  attempt_runner(Timer& timer, Handler&& handler) : handler_(std::move(handler)), timer_(timer) {}
+  attempt_runner(Timer& timer, Handler&& handler, const allocator_type& alloc)
+      : handler_(std::move(handler)), timer_(timer), alloc_(alloc) {}
 
   template <class Executor, class Op>
   void launch(duration allowance, const Executor& ex, Op&& op) {
@@ -78,8 +81,8 @@ private:
       // Starting the operation threw: nothing runs, nothing to wait for.
       result_.exception = std::current_exception();
       op_done_ = true;
-      pending_ = 1;
-      finish_one();
+      references_ = 1;
+      complete();
       return;
     }
 
@@ -89,7 +92,7 @@ private:
         timed_out_ = true;
         signal_.emit(boost::asio::cancellation_type::terminal);
       }
-      finish_one();
+      release();
     }));
   }
 
@@ -125,26 +128,31 @@ private:
     // means complete within the attempt's allowance.
     if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
     timer_.cancel();
-    finish_one();
+    complete();
   }
 
-  void finish_one() {
-    if (--pending_ > 0) return;
+  void complete() {
     if (caller_slot_.is_connected()) caller_slot_.clear();
     Handler handler(std::move(handler_));
     attempt_completion<T> result(std::move(result_));
-    allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    release();
+    std::move(handler)(std::move(result));
+  }
+
+  void release() {
+    if (--references_ > 0) return;
+    allocator_type alloc(alloc_);
     this->~attempt_runner();
     std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
-    std::move(handler)(std::move(result));
   }
 
   Handler handler_;
   Timer& timer_;
   boost::asio::cancellation_signal signal_;
   boost::asio::cancellation_slot caller_slot_;
+  allocator_type alloc_;
   attempt_completion<T> result_;
-  int pending_ = 2;
+  int references_ = 2; // the operation's completion and the timer's wait
   bool op_done_ = false;
   bool timed_out_ = false;
 };

@@ -6,9 +6,11 @@
 
 #include <coretry/detail/attempt_runner.hpp>
 
+#include <boost/asio/append.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/compose.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -21,15 +23,20 @@ struct is_strand : std::false_type {};
 template <class Inner>
 struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
 
+/// The serial executor an operation runs its steps on: the caller's own when
+/// it is a strand already (no allocation), otherwise a new strand of it.
 template <class Executor>
-using strand_of_t = std::conditional_t<is_strand<Executor>::value, Executor, boost::asio::strand<Executor>>;
-
-template <class Executor>
-strand_of_t<Executor> make_operation_strand(const Executor& ex) {
-  if constexpr (is_strand<Executor>::value)
+boost::asio::any_io_executor make_operation_strand(const Executor& ex) {
+  if constexpr (is_strand<Executor>::value) {
     return ex;
-  else
+  } else {
+    if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+      using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+      if (ex.template target<io_strand>() || ex.template target<boost::asio::strand<boost::asio::any_io_executor>>())
+        return ex;
+    }
     return boost::asio::make_strand(ex);
+  }
 }
 
 /// Reads the time from the timer's clock: through the timer when it keeps its
@@ -41,6 +48,9 @@ typename Timer::time_point timer_now(const Timer& timer) {
   else
     return Timer::clock_type::now();
 }
+
+struct stopped_before_start {};
+struct factory_threw {};
 
 template <class Timer, class Strand, class Factory, class Classifier, class T>
 class retry_operation {
@@ -65,7 +75,7 @@ class retry_operation {
     typename Timer::time_point start{};
     duration next_wait{};
     wait_source next_wait_source = wait_source::none;
-    bool started = false;
+    std::exception_ptr pending_exception;
   };
 
 public:
@@ -77,20 +87,31 @@ public:
 
   explicit retry_operation(std::unique_ptr<state> s) : st_(std::move(s)) {}
 
-  // Initiation, and the resumption that follows it.
+  // Initiation. The first attempt starts here, as any Asio operation starts
+  // its work; its completion, like every later step, runs on the strand.
   template <class Self>
   void operator()(Self& self) {
-    if (!st_->started) {
-      st_->started = true;
-      self.reset_cancellation_state(boost::asio::enable_partial_cancellation());
-      // Every step, including the first, runs from a handler on the strand:
-      // nothing completes inside the initiating call.
-      boost::asio::post(st_->strand, std::move(self));
-      return;
-    }
+    self.reset_cancellation_state(boost::asio::enable_partial_cancellation());
     st_->start = timer_now(st_->timer);
-    if (self.cancelled() != boost::asio::cancellation_type::none) return finish(self, stop_reason::cancelled);
-    act(self, st_->core.begin());
+    const decision first = st_->core.begin();
+    if (first.what == decision::action::stop) {
+      // Never complete inside the initiating call: finish from the strand.
+      st_->result.reason = first.reason;
+      return boost::asio::post(st_->strand, boost::asio::append(std::move(self), stopped_before_start{}));
+    }
+    act(self, first);
+  }
+
+  // The attempt factory threw (a programming error): it propagates.
+  template <class Self>
+  void operator()(Self& self, factory_threw) {
+    fail(self, st_->pending_exception);
+  }
+
+  // The deferred completion of an operation that stopped before any attempt.
+  template <class Self>
+  void operator()(Self& self, stopped_before_start) {
+    finish(self, st_->result.reason);
   }
 
   // An attempt finished.
@@ -155,13 +176,16 @@ private:
     const attempt_context<clock> context{
         record.number, now + std::chrono::duration_cast<typename clock::duration>(allowance), allowance,
         deadline == duration::max() ? duration::max() : deadline - at};
+    std::optional<decltype(s.factory(context))> op;
     try {
-      auto op = s.factory(context);
-      run_attempt<T>(s.timer, allowance, s.strand, std::move(op),
-                     boost::asio::bind_executor(s.strand, std::move(self)));
+      op.emplace(s.factory(context));
     } catch (...) {
-      fail(self, std::current_exception());
+      // The first attempt is created inside the initiating call, where the
+      // caller's handler must not run: deliver the exception from the strand.
+      s.pending_exception = std::current_exception();
+      return boost::asio::post(s.strand, boost::asio::append(std::move(self), factory_threw{}));
     }
+    run_attempt<T>(s.timer, allowance, s.strand, std::move(*op), boost::asio::bind_executor(s.strand, std::move(self)));
   }
 
   template <class Self>

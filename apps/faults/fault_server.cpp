@@ -1,0 +1,491 @@
+#include "faults/fault_server.hpp"
+
+#include "faults/fault_script.hpp"
+#include "faults/imf_fixdate.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <openssl/ssl.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
+
+namespace coretry::faults {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using boost::system::error_code;
+using tcp = asio::ip::tcp;
+using http_request = http::request<http::string_body>;
+using tls_stream = asio::ssl::stream<tcp::socket>;
+
+// Errors come back as values: a failed read or write only ends its connection.
+constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
+
+constexpr std::string_view server_name = "coretry-faults";
+constexpr std::chrono::milliseconds accept_retry_pause{50};
+
+std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
+
+std::string quoted(std::string_view text) { return "'" + std::string{text} + "'"; }
+
+bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
+
+tcp::endpoint parse_listen_address(std::string_view text) {
+  const std::string usage = "listen address " + quoted(text) + " must be IP:PORT (IPv6 as [ADDRESS]:PORT)";
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) throw std::invalid_argument(usage);
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port_text = text.substr(colon + 1);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string_view::npos) throw std::invalid_argument(usage);
+
+  error_code error;
+  const asio::ip::address address = asio::ip::make_address(std::string{host}, error);
+  if (error || bracketed != address.is_v6())
+    throw std::invalid_argument(usage + "; " + quoted(host) + " is not an IP address");
+
+  const bool port_is_number = !port_text.empty() && port_text.size() <= 5 &&
+                              port_text.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!port_is_number || std::stoul(std::string{port_text}) > 65535)
+    throw std::invalid_argument(usage + "; " + quoted(port_text) + " is not a port number");
+  return {address, static_cast<unsigned short>(std::stoul(std::string{port_text}))};
+}
+
+// Where a client should connect: a wildcard address accepts on loopback too.
+std::string url_host(const asio::ip::address& address) {
+  if (address.is_v4()) return address.is_unspecified() ? "127.0.0.1" : address.to_string();
+  return address.is_unspecified() ? "[::1]" : "[" + address.to_string() + "]";
+}
+
+// Beast reports malformed input in its own category; everything else that
+// fails a read is the connection itself going away.
+bool is_malformed_request(const error_code& error) {
+  if (error.category() != http::make_error_code(http::error::bad_target).category()) return false;
+  return error != http::error::end_of_stream && error != http::error::partial_message;
+}
+
+unsigned status_for_malformed_request(const error_code& error) {
+  if (error == http::error::header_limit) return 431;
+  if (error == http::error::body_limit) return 413;
+  return 400;
+}
+
+response_plan text_reply(unsigned status, std::string_view text) {
+  response_plan plan;
+  plan.status = status;
+  plan.body = std::string{text} + "\n";
+  return plan;
+}
+
+response_plan json_reply(const json::value& value) {
+  response_plan plan;
+  plan.body = json::serialize(value);
+  plan.headers.push_back({"Content-Type", "application/json"});
+  return plan;
+}
+
+json::object echo_json(const http_request& request) {
+  json::array headers;
+  for (const auto& field : request) {
+    headers.push_back(json::object{{"name", to_std(field.name_string())}, {"value", to_std(field.value())}});
+  }
+  const std::string version = std::to_string(request.version() / 10) + "." + std::to_string(request.version() % 10);
+  return json::object{{"method", to_std(request.method_string())},
+                      {"target", to_std(request.target())},
+                      {"version", version},
+                      {"headers", std::move(headers)},
+                      {"body", request.body()}};
+}
+
+// What the request asked for, independent of its body and headers.
+struct exchange {
+  unsigned version = 11;
+  bool head = false;
+  bool keep_alive = false;
+};
+
+// Fields that decide where a message ends: once a script overrides them the
+// connection's framing cannot be trusted for another request.
+bool is_framing_field(std::string_view name) {
+  return iequals(name, "Content-Length") || iequals(name, "Transfer-Encoding") || iequals(name, "Connection");
+}
+
+// The bytes dripped: recognisable and easy to count.
+char drip_byte(std::size_t index) { return static_cast<char>('a' + index % 26); }
+
+} // namespace
+
+class fault_server::state : public std::enable_shared_from_this<state> {
+public:
+  state(asio::io_context& io, fault_server_options options)
+      : strand_(asio::make_strand(io)), acceptor_(strand_), accept_retry_timer_(strand_) {
+    const tcp::endpoint endpoint = parse_listen_address(options.listen);
+    if (options.tls) {
+      if (!options.pki) options.pki = generate_test_pki();
+      tls_.emplace(asio::ssl::context::tls_server);
+      SSL_CTX_set_min_proto_version(tls_->native_handle(), TLS1_2_VERSION);
+      tls_->use_certificate_chain(asio::buffer(options.pki->cert_pem));
+      tls_->use_private_key(asio::buffer(options.pki->key_pem), asio::ssl::context::pem);
+      ca_pem_ = options.pki->ca_pem;
+    }
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen();
+    port_ = acceptor_.local_endpoint().port();
+    base_url_ = (tls_ ? "https://" : "http://") + url_host(endpoint.address()) + ":" + std::to_string(port_);
+  }
+
+  void start() { asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached); }
+
+  // Runs on the strand.
+  void close_everything() {
+    stopping_ = true;
+    error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_timer_.cancel();
+    for (auto& [id, live] : connections_) {
+      live.timer->cancel();
+      live.socket->shutdown(tcp::socket::shutdown_both, ignored);
+      live.socket->close(ignored);
+    }
+  }
+
+  std::vector<logged_request> log() const {
+    const std::lock_guard lock{mutex_};
+    return log_;
+  }
+
+  void clear() {
+    const std::lock_guard lock{mutex_};
+    log_.clear();
+    sequence_positions_.clear();
+  }
+
+  asio::strand<asio::io_context::executor_type> strand_;
+  std::string ca_pem_;
+  std::string base_url_;
+  unsigned short port_ = 0;
+  std::atomic<std::size_t> open_connections_{0};
+
+private:
+  // The parts of a connection that close_everything() must reach.
+  struct connection {
+    std::uint64_t id;
+    asio::steady_timer timer; // delays and drips, so that stopping cancels them
+  };
+  struct live_connection {
+    tcp::socket* socket;
+    asio::steady_timer* timer;
+  };
+
+  asio::awaitable<void> accept_loop(std::shared_ptr<state> self) {
+    while (!stopping_) {
+      auto [error, socket] = co_await acceptor_.async_accept(nothrow_awaitable);
+      if (stopping_ || error == asio::error::operation_aborted) co_return;
+      if (error) {
+        // Out of descriptors and the like: pause rather than spin.
+        accept_retry_timer_.expires_after(accept_retry_pause);
+        co_await accept_retry_timer_.async_wait(nothrow_awaitable);
+        continue;
+      }
+      asio::co_spawn(strand_, run_connection(self, std::move(socket)), asio::detached);
+    }
+  }
+
+  // `self` keeps the state alive for as long as the connection is.
+  asio::awaitable<void> run_connection(std::shared_ptr<state> /*self*/, tcp::socket socket) {
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored); // drips must leave one byte at a time
+    if (tls_) {
+      tls_stream stream{std::move(socket), *tls_};
+      co_await serve(stream);
+    } else {
+      co_await serve(socket);
+    }
+  }
+
+  template <class Stream> asio::awaitable<void> serve(Stream& stream) {
+    tcp::socket& socket = beast::get_lowest_layer(stream);
+    connection current{++last_connection_id_, asio::steady_timer{strand_}};
+    connections_.emplace(current.id, live_connection{&socket, &current.timer});
+    ++open_connections_;
+    struct unregister {
+      state& server;
+      connection& current;
+      tcp::socket& socket;
+      ~unregister() {
+        server.connections_.erase(current.id);
+        error_code ignored;
+        socket.shutdown(tcp::socket::shutdown_both, ignored);
+        socket.close(ignored);
+        --server.open_connections_;
+      }
+    } const on_exit{*this, current, socket};
+
+    if (stopping_) co_return;
+    try {
+      if constexpr (std::is_same_v<Stream, tls_stream>) {
+        auto [error] = co_await stream.async_handshake(asio::ssl::stream_base::server, nothrow_awaitable);
+        if (error) co_return;
+      }
+      co_await serve_requests(stream, current);
+    } catch (const std::exception&) {
+      // A response that could not be built or sent ends only its connection.
+    }
+  }
+
+  // Reads requests until the peer or a response ends the connection.
+  template <class Stream> asio::awaitable<void> serve_requests(Stream& stream, connection& current) {
+    beast::flat_buffer buffer;
+    while (!stopping_) {
+      http::request_parser<http::string_body> parser;
+      error_code error = co_await read_request(stream, buffer, parser);
+      if (stopping_) co_return;
+      if (error) {
+        if (is_malformed_request(error)) {
+          co_await perform(stream, current,
+                           text_reply(status_for_malformed_request(error), "malformed request: " + error.message()),
+                           exchange{});
+        }
+        co_return;
+      }
+      if (!co_await respond(stream, current, parser.get())) co_return;
+    }
+  }
+
+  // Answers `Expect: 100-continue` between header and body, so that clients
+  // which wait for it are not held up until their own timeout.
+  template <class Stream>
+  asio::awaitable<error_code> read_request(Stream& stream, beast::flat_buffer& buffer,
+                                           http::request_parser<http::string_body>& parser) {
+    auto [error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, nothrow_awaitable);
+    if (error || parser.is_done()) co_return error;
+    if (iequals(to_std(parser.get()[http::field::expect]), "100-continue")) {
+      http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
+      if (auto [write_error, bytes] = co_await http::async_write(stream, go_on, nothrow_awaitable); write_error)
+        co_return write_error;
+    }
+    auto [body_error, body_bytes] = co_await http::async_read(stream, buffer, parser, nothrow_awaitable);
+    co_return body_error;
+  }
+
+  // Returns whether the connection may carry another request.
+  template <class Stream>
+  asio::awaitable<bool> respond(Stream& stream, connection& current, const http_request& request) {
+    const exchange asked{request.version(), request.method() == http::verb::head, request.keep_alive()};
+    co_return co_await perform(stream, current, plan_for(request, current.id), asked);
+  }
+
+  // Kept out of the coroutines: GCC 12 miscompiles initializer lists in them.
+  response_plan plan_for(const http_request& request, std::uint64_t connection_id) {
+    const std::string_view target = to_std(request.target());
+    const auto question = target.find('?');
+    const std::string_view path = target.substr(0, question);
+    const std::string_view query = question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
+
+    if (path == "/_log") return json_reply(log_json());
+    if (path == "/_reset") {
+      clear();
+      return json_reply(json::object{{"reset", true}});
+    }
+    record(request, connection_id);
+    return plan_for(path, query, request);
+  }
+
+  response_plan plan_for(std::string_view path, std::string_view query, const http_request& request) {
+    try {
+      const auto now = std::chrono::system_clock::now();
+      if (path == "/echo") return json_reply(echo_json(request));
+      if (path.starts_with("/status/")) return parse_status_script(path.substr(8), query, now);
+      if (path.starts_with("/seq/")) {
+        const std::string_view name = path.substr(5);
+        if (name.empty()) throw script_error("a sequence needs a name: /seq/NAME?steps=...");
+        // Parsed before the position advances, so a bad script costs no step.
+        std::vector<response_plan> steps = parse_sequence_script(query, now);
+        return std::move(steps[std::min(next_position(name), steps.size() - 1)]);
+      }
+      throw script_error("unknown path " + quoted(path) +
+                         "; the paths are /status/CODE, /seq/NAME?steps=..., /echo, /_log and /_reset");
+    } catch (const script_error& error) {
+      return text_reply(400, error.what());
+    }
+  }
+
+  std::size_t next_position(std::string_view sequence) {
+    const std::lock_guard lock{mutex_};
+    auto found = sequence_positions_.find(sequence);
+    if (found == sequence_positions_.end()) found = sequence_positions_.emplace(std::string{sequence}, 0).first;
+    return found->second++;
+  }
+
+  void record(const http_request& request, std::uint64_t connection_id) {
+    logged_request entry{std::string{to_std(request.method_string())},
+                         std::string{to_std(request.target())},
+                         std::chrono::steady_clock::now() - started_,
+                         std::nullopt,
+                         request.body().size(),
+                         connection_id};
+    if (const auto key = request.find("Idempotency-Key"); key != request.end())
+      entry.idempotency_key = std::string{to_std(key->value())};
+    const std::lock_guard lock{mutex_};
+    log_.push_back(std::move(entry));
+  }
+
+  json::object log_json() const {
+    json::array requests;
+    for (const logged_request& entry : log()) {
+      json::value key = nullptr;
+      if (entry.idempotency_key) key = *entry.idempotency_key;
+      const auto received_ms = std::chrono::duration_cast<std::chrono::milliseconds>(entry.received).count();
+      requests.push_back(json::object{{"method", entry.method},
+                                      {"target", entry.target},
+                                      {"received_ms", received_ms},
+                                      {"idempotency_key", std::move(key)},
+                                      {"body_length", entry.body_length},
+                                      {"connection", entry.connection}});
+    }
+    return json::object{{"requests", std::move(requests)}};
+  }
+
+  // Waits unless the server stops meanwhile; returns whether to go on.
+  asio::awaitable<bool> pause(connection& current, std::chrono::milliseconds duration) {
+    if (stopping_) co_return false;
+    if (duration.count() == 0) co_return true;
+    current.timer.expires_after(duration);
+    auto [error] = co_await current.timer.async_wait(nothrow_awaitable);
+    co_return !error && !stopping_;
+  }
+
+  // Carries out `plan`; returns whether the connection may carry another request.
+  template <class Stream>
+  asio::awaitable<bool> perform(Stream& stream, connection& current, const response_plan& plan, exchange asked) {
+    if (!co_await pause(current, plan.delay)) co_return false;
+    tcp::socket& socket = beast::get_lowest_layer(stream);
+    if (plan.fate == response_fate::close) co_return false;
+    if (plan.fate == response_fate::reset) {
+      // A zero linger time makes close() send RST instead of FIN.
+      error_code ignored;
+      socket.set_option(asio::socket_base::linger(true, 0), ignored);
+      socket.close(ignored);
+      co_return false;
+    }
+
+    std::string body;
+    if (plan.body) body = *plan.body;
+    else if (status_has_body(plan.status)) body = R"({"status":)" + std::to_string(plan.status) + "}";
+    std::size_t announced_length = body.size();
+    if (plan.fate == response_fate::drip) announced_length = plan.drip_bytes;
+    // A hang must leave the client waiting for at least one byte.
+    if (plan.fate == response_fate::hang_after_headers) announced_length = std::max<std::size_t>(body.size(), 1);
+
+    bool keep_alive = asked.keep_alive &&
+                      (plan.fate == response_fate::complete || plan.fate == response_fate::drip) &&
+                      std::none_of(plan.headers.begin(), plan.headers.end(),
+                                   [](const header_field& field) { return is_framing_field(field.name); });
+
+    http::response<http::string_body> response;
+    response.version(asked.version);
+    response.result(plan.status);
+    if (http::int_to_status(plan.status) == http::status::unknown) response.reason("Unassigned");
+    response.set(http::field::date, format_imf_fixdate(std::chrono::system_clock::now()));
+    response.set(http::field::server, server_name);
+    if (status_has_body(plan.status)) {
+      const bool json_body = !plan.body && plan.fate != response_fate::drip;
+      response.set(http::field::content_type, json_body ? "application/json" : "text/plain; charset=utf-8");
+      response.content_length(announced_length);
+    }
+    response.keep_alive(keep_alive);
+    // A scripted field replaces the server's own field of that name.
+    for (const header_field& field : plan.headers) response.erase(field.name);
+    for (const header_field& field : plan.headers) response.insert(field.name, field.value);
+    if (plan.fate == response_fate::complete && !asked.head) response.body() = std::move(body);
+
+    if (stopping_) co_return false;
+    if (auto [error, bytes] = co_await http::async_write(stream, response, nothrow_awaitable); error) co_return false;
+
+    if (plan.fate == response_fate::drip && !asked.head) {
+      for (std::size_t index = 0; index < plan.drip_bytes; ++index) {
+        if (!co_await pause(current, plan.drip_interval)) co_return false;
+        const char byte = drip_byte(index);
+        auto [error, bytes] = co_await asio::async_write(stream, asio::buffer(&byte, 1), nothrow_awaitable);
+        if (error) co_return false;
+      }
+    }
+    if (plan.fate == response_fate::hang_after_headers) {
+      // Silent until the client gives up or the server stops (which closes the socket).
+      std::array<char, 1024> discarded;
+      while (!stopping_) {
+        auto [error, bytes] = co_await stream.async_read_some(asio::buffer(discarded), nothrow_awaitable);
+        if (error) break;
+      }
+      co_return false;
+    }
+    co_return keep_alive && !stopping_;
+  }
+
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_timer_;
+  std::optional<asio::ssl::context> tls_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+  // Touched only on strand_.
+  bool stopping_ = false;
+  std::uint64_t last_connection_id_ = 0;
+  std::map<std::uint64_t, live_connection> connections_;
+
+  mutable std::mutex mutex_;
+  std::vector<logged_request> log_;                                     // guarded by mutex_
+  std::map<std::string, std::size_t, std::less<>> sequence_positions_; // guarded by mutex_
+};
+
+fault_server::fault_server(boost::asio::io_context& io, fault_server_options options)
+    : state_(std::make_shared<state>(io, std::move(options))) {
+  state_->start();
+}
+
+fault_server::~fault_server() { stop(); }
+
+unsigned short fault_server::port() const { return state_->port_; }
+
+std::string fault_server::base_url() const { return state_->base_url_; }
+
+const std::string& fault_server::ca_certificate_pem() const { return state_->ca_pem_; }
+
+void fault_server::stop() {
+  boost::asio::dispatch(state_->strand_, [state = state_] { state->close_everything(); });
+}
+
+std::size_t fault_server::open_connections() const { return state_->open_connections_.load(); }
+
+std::vector<logged_request> fault_server::log() const { return state_->log(); }
+
+void fault_server::clear() { state_->clear(); }
+
+} // namespace coretry::faults

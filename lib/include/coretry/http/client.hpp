@@ -1,0 +1,149 @@
+#ifndef CORETRY_HTTP_CLIENT_HPP
+#define CORETRY_HTTP_CLIENT_HPP
+
+#include <coretry/async_retry.hpp>
+#include <coretry/http/classify.hpp>
+#include <coretry/http/exchange.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coretry::http {
+
+/// Settings of a client and its connection pool.
+struct client_options {
+  /// Limit for resolving, connecting and the TLS handshake together, inside
+  /// the attempt's own deadline. Zero: only the attempt deadline applies.
+  duration connect_timeout = duration::zero();
+  /// Longest silence while reading a response. The complete-response deadline
+  /// (the attempt's) is enforced as well: a server dripping one byte just
+  /// inside this limit is still cut off at the attempt deadline. Zero: none.
+  duration idle_timeout = duration::zero();
+  /// Connections (leased plus idle) per origin; further attempts wait for one,
+  /// inside their deadline.
+  std::size_t max_connections_per_origin = 32;
+  /// Idle connections older than this are closed instead of reused.
+  duration pool_idle_timeout = std::chrono::seconds(30);
+  /// Response limits (Beast's defaults); exceeding one is permanent.
+  std::uint32_t header_limit = 8 * 1024;
+  std::uint64_t body_limit = 8 * 1024 * 1024;
+  /// An extra trust anchor (PEM) besides the system's store.
+  std::string ca_file;
+  /// Peer verification is on unless a caller turns it off explicitly.
+  bool verify_peer = true;
+  std::string user_agent = "coretry/0.1";
+};
+
+/// Per-request settings.
+struct request_options {
+  coretry::policy policy{};
+  /// Bounded route template for events and metrics ("/books/{id}"), never
+  /// the URL with its query. Must outlive the request; a literal does.
+  std::string_view route = "request";
+  /// Send this Idempotency-Key on every attempt: the same key and the same
+  /// payload each time. Makes POST and PATCH retryable.
+  std::optional<std::string> idempotency_key;
+  /// Generate a random UUID key for this logical request (ignored when a key
+  /// is given or the request already has an Idempotency-Key header).
+  bool generate_idempotency_key = false;
+  /// Consulted in order before the default table (classify_exchange).
+  std::vector<classifier_extension> classifiers;
+  /// Called on a complete 2xx response: return a problem to reject it
+  /// permanently ("asked for 40 characters, got 12").
+  std::function<std::optional<std::string>(const response&)> validate;
+  /// For a body that is not held in memory: returns the body for attempt N,
+  /// reopened; nullopt when it cannot be reproduced (the attempt then fails
+  /// permanently instead of sending a consumed stream).
+  std::function<std::optional<std::string>(unsigned attempt)> body;
+  retry_budget* budget = nullptr;
+  retry_observer* observer = nullptr;
+  random_source* random = nullptr;
+};
+
+/// Connection pool counters, for tests and metrics.
+struct pool_stats {
+  std::size_t open = 0;    ///< leased + idle
+  std::size_t idle = 0;
+  std::size_t leased = 0;
+  std::size_t waiting = 0; ///< attempts waiting for a connection
+  std::uint64_t connections_opened = 0;
+  std::uint64_t stale_discarded = 0; ///< idle connections found closed by the server
+};
+
+namespace detail {
+struct client_state;
+struct prepared_request;
+
+} // namespace detail
+
+/// An HTTP/1.1 and HTTPS client whose requests are retrying operations of the
+/// coretry engine. Each attempt's deadline covers waiting for a connection,
+/// DNS, connect, TLS handshake, writing and reading the complete body, and
+/// reaches the I/O as terminal cancellation; a connection whose attempt did
+/// not end cleanly is closed, never pooled. No connection or permit is held
+/// while the engine sleeps between attempts.
+///
+/// Thread-safe: one client may serve coroutines on many threads.
+class client {
+public:
+  explicit client(boost::asio::any_io_executor ex, client_options options = {});
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  /// Sends `req` to `url` (http:// or https://; the request's target is taken
+  /// from the URL unless the request sets one). Completion:
+  /// void(std::exception_ptr, coretry::http::result). Per-operation
+  /// cancellation: terminal and partial, as async_retry.
+  /// Throws std::invalid_argument naming the problem (bad URL, a header
+  /// value with CR or LF, an invalid policy) before anything is sent.
+  template <class CompletionToken>
+  auto async_send(std::string_view url, request req, const request_options& options, CompletionToken&& token);
+
+  pool_stats stats() const;
+  /// Closes every idle connection now.
+  void close_idle();
+  boost::asio::any_io_executor get_executor() const;
+
+private:
+  struct prepared {
+    std::shared_ptr<const detail::prepared_request> request;
+    retry_options retry;
+  };
+  prepared prepare(std::string_view url, request&& req, const request_options& options) const;
+  static boost::asio::awaitable<exchange> send_once(std::shared_ptr<detail::client_state> state,
+                                                    std::shared_ptr<const detail::prepared_request> request,
+                                                    attempt_context<std::chrono::steady_clock> context);
+  static verdict classify(const detail::prepared_request& request, const boost::system::error_code& ec,
+                          const exchange& x);
+
+  std::shared_ptr<detail::client_state> state_;
+};
+
+template <class CompletionToken>
+auto client::async_send(std::string_view url, request req, const request_options& options,
+                        CompletionToken&& token) {
+  prepared p = prepare(url, std::move(req), options);
+  auto attempt = [state = state_, request = p.request](attempt_context<std::chrono::steady_clock> context) {
+    return send_once(state, request, context);
+  };
+  auto classifier = [request = p.request](const boost::system::error_code& ec, const exchange& x) {
+    return classify(*request, ec, x);
+  };
+  return coretry::async_retry<boost::asio::steady_timer>(get_executor(), options.policy, p.retry, std::move(attempt),
+                                                         std::move(classifier),
+                                                         std::forward<CompletionToken>(token));
+}
+
+} // namespace coretry::http
+
+#endif

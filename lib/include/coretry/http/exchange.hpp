@@ -1,0 +1,60 @@
+#ifndef CORETRY_HTTP_EXCHANGE_HPP
+#define CORETRY_HTTP_EXCHANGE_HPP
+
+#include <coretry/outcome.hpp>
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace coretry::http {
+
+using request = boost::beast::http::request<boost::beast::http::string_body>;
+using response = boost::beast::http::response<boost::beast::http::string_body>;
+
+/// How far one attempt got. Everything before `writing` provably never
+/// reached the server.
+enum class stage {
+  waiting_for_connection, ///< for a pooled connection or a permit to open one
+  resolving,
+  connecting,
+  handshaking,
+  writing,
+  reading,
+  complete,
+};
+
+std::string_view to_string(stage s) noexcept;
+
+/// What one attempt did. Kept after the attempt's connection is released, so
+/// the caller can diagnose without holding any transport resource.
+struct exchange {
+  /// The complete response, when one arrived in time.
+  std::optional<response> res;
+  /// The transport failure, if any (the attempt's deadline shows up in the
+  /// retry record as attempt_error::timed_out).
+  boost::system::error_code error;
+  stage reached = stage::waiting_for_connection;
+  bool reused_connection = false;
+  /// Bytes of the request written before the attempt ended.
+  std::size_t bytes_written = 0;
+  /// Local wall-clock time the response was complete: the reference for an
+  /// HTTP-date Retry-After when the response carries no Date header.
+  std::chrono::system_clock::time_point received_at{};
+  /// A permanent problem found on this side: the response-validation hook's
+  /// complaint, or a request body that could not be reproduced.
+  std::string problem;
+};
+
+/// The result of one logical request: the engine's outcome, whose `value` is
+/// the last attempt's exchange (its response, if it got one).
+using result = coretry::outcome<exchange>;
+
+} // namespace coretry::http
+
+#endif

@@ -1,0 +1,148 @@
+#include <coretry/classify.hpp>
+#include <coretry/http/classify.hpp>
+#include <coretry/http/retry_after.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/beast/http/error.hpp>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+namespace coretry::http {
+
+namespace beast_http = boost::beast::http;
+
+std::string_view to_string(stage s) noexcept {
+  switch (s) {
+  case stage::waiting_for_connection: return "waiting_for_connection";
+  case stage::resolving: return "resolving";
+  case stage::connecting: return "connecting";
+  case stage::handshaking: return "handshaking";
+  case stage::writing: return "writing";
+  case stage::reading: return "reading";
+  case stage::complete: return "complete";
+  }
+  return "invalid";
+}
+
+bool is_idempotent(beast_http::verb method) noexcept {
+  switch (method) {
+  case beast_http::verb::get:
+  case beast_http::verb::head:
+  case beast_http::verb::options:
+  case beast_http::verb::trace:
+  case beast_http::verb::put:
+  case beast_http::verb::delete_: return true;
+  default: return false;
+  }
+}
+
+std::optional<duration> server_delay(const exchange& x) {
+  if (!x.res) return std::nullopt;
+  const unsigned status = x.res->result_int();
+  if (status != 429 && status != 503 && status != 413) return std::nullopt;
+  const auto field = x.res->find(beast_http::field::retry_after);
+  if (field == x.res->end()) return std::nullopt;
+  // An HTTP-date is measured against the server's own clock when it sent one.
+  std::chrono::system_clock::time_point reference = x.received_at;
+  if (const auto date = x.res->find(beast_http::field::date); date != x.res->end())
+    if (const auto server_now = parse_http_date(date->value())) reference = *server_now;
+  return parse_retry_after(field->value(), reference);
+}
+
+namespace {
+
+bool is_certificate_failure(const boost::system::error_code& ec) {
+  if (ec.category() != boost::asio::error::get_ssl_category()) return false;
+  return ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED;
+}
+
+bool is_response_limit(const boost::system::error_code& ec) {
+  return ec == beast_http::error::header_limit || ec == beast_http::error::body_limit ||
+         ec == beast_http::error::buffer_overflow;
+}
+
+bool is_malformed_response(const boost::system::error_code& ec) {
+  return ec.category() == beast_http::make_error_code(beast_http::error::bad_version).category() &&
+         ec != beast_http::error::end_of_stream && ec != beast_http::error::partial_message;
+}
+
+verdict classify_transport(const boost::system::error_code& ec, const exchange& x) {
+  // Before the first byte of the request left, repeating is safe whatever
+  // the method: the server cannot have acted on it.
+  const bool unsent = x.reached < stage::writing || (x.reached == stage::writing && x.bytes_written == 0 &&
+                                                      !x.reused_connection);
+  const delivery d = unsent ? delivery::never_sent : delivery::unknown;
+  if (ec == attempt_error::timed_out) return verdict::transient("timeout", d);
+  if (is_certificate_failure(ec)) return verdict::permanent("tls_verification", delivery::never_sent);
+  if (is_response_limit(ec)) return verdict::permanent("response_too_large", delivery::unknown);
+  if (x.reached == stage::handshaking) return verdict::transient("tls_handshake", delivery::never_sent);
+  if (ec == beast_http::error::end_of_stream || ec == beast_http::error::partial_message ||
+      ec == boost::asio::ssl::error::stream_truncated)
+    return verdict::transient("connection_closed", d);
+  if (is_malformed_response(ec)) return verdict::permanent("bad_response", delivery::unknown);
+  verdict v = classify_error(ec);
+  if (v.status == attempt_status::transient && unsent) v.delivered = delivery::never_sent;
+  return v;
+}
+
+std::string_view status_category(unsigned status) {
+  switch (status) {
+  case 408: return "http_408";
+  case 413: return "http_413";
+  case 429: return "http_429";
+  case 500: return "http_500";
+  case 502: return "http_502";
+  case 503: return "http_503";
+  case 504: return "http_504";
+  }
+  if (status >= 500) return "http_5xx";
+  if (status >= 400) return "http_4xx";
+  if (status >= 300) return "http_3xx";
+  return "http_other";
+}
+
+} // namespace
+
+verdict classify_exchange(const boost::system::error_code& ec, const exchange& x) {
+  const boost::system::error_code& failure = ec ? ec : x.error;
+  if (failure) return classify_transport(failure, x);
+  if (!x.problem.empty()) return verdict::permanent("invalid_response");
+  if (!x.res) return verdict::permanent("no_response", delivery::unknown);
+  const unsigned status = x.res->result_int();
+  if (status >= 200 && status < 300) return verdict::success("http_2xx");
+  switch (status) {
+  case 408: case 500: case 502: case 504:
+    return verdict::transient(status_category(status), delivery::answered);
+  case 429: case 503:
+    return verdict::transient(status_category(status), delivery::answered, server_delay(x));
+  case 413:
+    // Too large, unless the server says when it can take it (RFC 9110 §15.5.14).
+    if (auto delay = server_delay(x)) return verdict::transient("http_413", delivery::answered, delay);
+    return verdict::permanent("http_413");
+  }
+  return verdict::permanent(status_category(status));
+}
+
+classifier_extension permanent_429_when_header(std::string header, std::string value) {
+  return [header = std::move(header), value = std::move(value)](const boost::system::error_code& ec,
+                                                                 const exchange& x) -> std::optional<verdict> {
+    if (ec || !x.res || x.res->result_int() != 429) return std::nullopt;
+    const auto field = x.res->find(header);
+    // Absent is not zero: only an exact match decides.
+    if (field == x.res->end() || field->value() != value) return std::nullopt;
+    return verdict::permanent("out_of_credits");
+  };
+}
+
+classifier_extension permanent_5xx_when_body_matches(std::regex pattern) {
+  return [pattern = std::move(pattern)](const boost::system::error_code& ec,
+                                        const exchange& x) -> std::optional<verdict> {
+    if (ec || !x.res || x.res->result_int() < 500 || x.res->result_int() > 599) return std::nullopt;
+    if (!std::regex_search(x.res->body(), pattern)) return std::nullopt;
+    return verdict::permanent("upstream_refused");
+  };
+}
+
+} // namespace coretry::http

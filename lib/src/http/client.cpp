@@ -1,0 +1,592 @@
+#include <coretry/http/client.hpp>
+
+#include <coretry/detail/attempt_runner.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <openssl/ssl.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <variant>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace coretry::http {
+
+namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace beast_http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace detail {
+
+struct origin {
+  bool tls = false;
+  std::string host;
+  std::string port;
+  std::string key; // "https://host:port": the pool's key
+};
+
+struct prepared_request {
+  origin where;
+  request req;
+  std::function<std::optional<std::string>(unsigned)> body;
+  std::function<std::optional<std::string>(const response&)> validate;
+  std::vector<classifier_extension> classifiers;
+};
+
+/// A connection: plain TCP or TLS over TCP, with its read buffer (which may
+/// hold bytes of the next response only if the server misbehaved).
+struct connection {
+  explicit connection(tcp::socket socket) : stream(std::in_place_type<tcp::socket>, std::move(socket)) {}
+  connection(tcp::socket socket, ssl::context& tls)
+      : stream(std::in_place_type<ssl::stream<tcp::socket>>, std::move(socket), tls) {}
+
+  tcp::socket& socket() {
+    if (auto* plain = std::get_if<tcp::socket>(&stream)) return *plain;
+    return std::get<ssl::stream<tcp::socket>>(stream).next_layer();
+  }
+
+  /// True when the server closed an idle connection (or sent bytes nobody
+  /// asked for): checked without blocking before the connection is reused.
+  bool is_stale() {
+    char byte;
+    const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0) return !(errno == EAGAIN || errno == EWOULDBLOCK);
+    return true; // 0: orderly close; > 0: unsolicited data
+  }
+
+  void close() {
+    error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_both, ignored);
+    socket().close(ignored);
+  }
+
+  std::variant<tcp::socket, ssl::stream<tcp::socket>> stream;
+  beast::flat_buffer buffer;
+  std::chrono::steady_clock::time_point idle_since{};
+};
+
+class connection_pool;
+
+/// A leased connection or, with no connection, a permit to open one. Given
+/// back on destruction: pooled when the exchange ended cleanly, else closed.
+class lease {
+public:
+  lease(connection_pool* pool, std::string key, std::unique_ptr<connection> conn)
+      : pool_(pool), key_(std::move(key)), conn_(std::move(conn)) {}
+  lease(lease&& other) noexcept
+      : pool_(std::exchange(other.pool_, nullptr)), key_(std::move(other.key_)), conn_(std::move(other.conn_)),
+        reusable_(other.reusable_) {}
+  lease& operator=(lease&&) = delete;
+  ~lease();
+
+  connection* get() const noexcept { return conn_.get(); }
+  void attach(std::unique_ptr<connection> conn) { conn_ = std::move(conn); }
+  void mark_reusable() noexcept { reusable_ = true; }
+
+private:
+  connection_pool* pool_;
+  std::string key_;
+  std::unique_ptr<connection> conn_;
+  bool reusable_ = false;
+};
+
+class connection_pool {
+public:
+  connection_pool(asio::any_io_executor ex, std::size_t max_per_origin, duration idle_timeout)
+      : executor_(std::move(ex)), max_per_origin_(max_per_origin), idle_timeout_(idle_timeout) {}
+
+  ~connection_pool() {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, o] : origins_)
+      for (auto& conn : o.idle) conn->close();
+  }
+
+  /// A lease now, if a connection or a permit is free.
+  std::optional<lease> try_lease(const std::string& key) {
+    std::vector<std::unique_ptr<connection>> discarded;
+    std::lock_guard lock(mutex_);
+    per_origin& o = origins_[key];
+    const auto now = std::chrono::steady_clock::now();
+    while (!o.idle.empty()) {
+      std::unique_ptr<connection> conn = std::move(o.idle.back());
+      o.idle.pop_back();
+      if (now - conn->idle_since <= idle_timeout_ && !conn->is_stale()) {
+        ++o.leased;
+        return lease(this, key, std::move(conn));
+      }
+      ++stale_discarded_;
+      conn->close();
+    }
+    if (o.leased + o.idle.size() < max_per_origin_) {
+      ++o.leased;
+      return lease(this, key, nullptr);
+    }
+    return std::nullopt;
+  }
+
+  /// Waits until a connection of `key` is given back (then try_lease again).
+  /// Honours per-operation cancellation of every kind.
+  template <class Token>
+  auto async_wait_for_release(const std::string& key, Token&& token) {
+    return asio::async_initiate<Token, void(error_code)>(
+        [this, key](auto handler) {
+          add_waiter(key, asio::any_completion_handler<void(error_code)>(std::move(handler)));
+        },
+        token);
+  }
+
+  void give_back(const std::string& key, std::unique_ptr<connection> conn, bool reusable) {
+    std::unique_ptr<waiter> woken;
+    {
+      std::lock_guard lock(mutex_);
+      per_origin& o = origins_[key];
+      --o.leased;
+      if (conn && reusable) {
+        conn->idle_since = std::chrono::steady_clock::now();
+        o.idle.push_back(std::move(conn));
+      } else if (conn) {
+        conn->close();
+      }
+      if (!o.waiters.empty()) {
+        woken = std::move(o.waiters.front());
+        o.waiters.pop_front();
+      }
+    }
+    if (woken) wake(std::move(woken), {});
+  }
+
+  void note_opened() {
+    std::lock_guard lock(mutex_);
+    ++opened_;
+  }
+
+  pool_stats stats() const {
+    std::lock_guard lock(mutex_);
+    pool_stats s;
+    for (const auto& [key, o] : origins_) {
+      s.idle += o.idle.size();
+      s.leased += o.leased;
+      s.waiting += o.waiters.size();
+    }
+    s.open = s.idle + s.leased;
+    s.connections_opened = opened_;
+    s.stale_discarded = stale_discarded_;
+    return s;
+  }
+
+  void close_idle() {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, o] : origins_) {
+      for (auto& conn : o.idle) conn->close();
+      o.idle.clear();
+    }
+  }
+
+private:
+  struct waiter {
+    // Built, never assigned: Boost 1.81's any_completion_handler move
+    // assignment re-wraps the handler in itself; its move constructor is sound.
+    explicit waiter(asio::any_completion_handler<void(error_code)>&& h)
+        : slot(h.get_cancellation_slot()), handler(std::move(h)) {}
+    asio::cancellation_slot slot;
+    asio::any_completion_handler<void(error_code)> handler;
+  };
+
+  struct per_origin {
+    std::vector<std::unique_ptr<connection>> idle;
+    std::size_t leased = 0;
+    std::deque<std::unique_ptr<waiter>> waiters;
+  };
+
+  void add_waiter(const std::string& key, asio::any_completion_handler<void(error_code)> handler) {
+    auto w = std::make_unique<waiter>(std::move(handler));
+    waiter* raw = w.get();
+    std::lock_guard lock(mutex_);
+    per_origin& o = origins_[key];
+    if (o.leased + o.idle.size() < max_per_origin_ || !o.idle.empty()) {
+      // Freed between try_lease and here: go round again at once.
+      asio::post(executor_, asio::append(std::move(w->handler), error_code{}));
+      return;
+    }
+    o.waiters.push_back(std::move(w));
+    if (raw->slot.is_connected()) {
+      raw->slot.assign([this, key, raw](asio::cancellation_type) {
+        std::unique_ptr<waiter> cancelled;
+        {
+          std::lock_guard inner(mutex_);
+          auto& queue = origins_[key].waiters;
+          for (auto it = queue.begin(); it != queue.end(); ++it)
+            if (it->get() == raw) {
+              cancelled = std::move(*it);
+              queue.erase(it);
+              break;
+            }
+        }
+        // From inside the slot's handler: complete without clearing the slot.
+        if (cancelled)
+          asio::post(executor_, asio::append(std::move(cancelled->handler), error_code(asio::error::operation_aborted)));
+      });
+    }
+  }
+
+  void wake(std::unique_ptr<waiter> w, error_code ec) {
+    if (w->slot.is_connected()) w->slot.clear();
+    asio::post(executor_, asio::append(std::move(w->handler), ec));
+  }
+
+  asio::any_io_executor executor_;
+  mutable std::mutex mutex_;
+  std::map<std::string, per_origin> origins_;
+  std::size_t max_per_origin_;
+  duration idle_timeout_;
+  std::uint64_t opened_ = 0;
+  std::uint64_t stale_discarded_ = 0;
+};
+
+lease::~lease() {
+  if (pool_) pool_->give_back(key_, std::move(conn_), reusable_);
+}
+
+struct client_state {
+  client_state(asio::any_io_executor ex, client_options o)
+      : executor(std::move(ex)), options(std::move(o)),
+        pool(executor, options.max_connections_per_origin, options.pool_idle_timeout) {
+    if (!options.ca_file.empty() && ::access(options.ca_file.c_str(), R_OK) != 0)
+      throw std::invalid_argument("coretry::http: cannot read the CA file " + options.ca_file);
+  }
+
+  /// The TLS context, made on first use: loading the system trust store is
+  /// costly, and a client that only speaks plain HTTP never needs it.
+  ssl::context& tls() {
+    std::call_once(tls_made_, [this] {
+      ssl::context context(ssl::context::tls_client);
+      SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
+      context.set_default_verify_paths();
+      if (!options.ca_file.empty()) context.load_verify_file(options.ca_file);
+      context.set_verify_mode(options.verify_peer ? ssl::verify_peer : ssl::verify_none);
+      tls_.emplace(std::move(context));
+    });
+    return *tls_;
+  }
+
+  asio::any_io_executor executor;
+  client_options options;
+  connection_pool pool;
+
+private:
+  std::once_flag tls_made_;
+  std::optional<ssl::context> tls_;
+};
+
+/// Resolves with per-operation cancellation, which Asio 1.81's resolver lacks:
+/// a cancellation request cancels the resolver itself.
+template <class Token>
+auto async_resolve_cancellable(tcp::resolver& resolver, const std::string& host, const std::string& port,
+                               Token&& token) {
+  return asio::async_initiate<Token, void(error_code, tcp::resolver::results_type)>(
+      [&resolver, &host, &port](auto handler) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected()) slot.assign([&resolver](asio::cancellation_type) { resolver.cancel(); });
+        resolver.async_resolve(host, port,
+                               [slot, h = std::move(handler)](error_code ec, tcp::resolver::results_type r) mutable {
+                                 if (slot.is_connected()) slot.clear();
+                                 auto ex = asio::get_associated_executor(h);
+                                 asio::dispatch(ex, asio::append(std::move(h), ec, std::move(r)));
+                               });
+      },
+      token);
+}
+
+bool is_ip_literal(const std::string& host) {
+  error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+/// Resolve, connect and (for https) handshake: everything before the request
+/// is written, so a failure here provably never reached the server.
+asio::awaitable<error_code> establish(client_state& state, const origin& where, lease& held, exchange& x) {
+  auto ex = co_await asio::this_coro::executor;
+  x.reached = stage::resolving;
+  tcp::resolver resolver(ex);
+  auto [resolve_ec, endpoints] =
+      co_await async_resolve_cancellable(resolver, where.host, where.port, asio::as_tuple(asio::use_awaitable));
+  if (resolve_ec) co_return resolve_ec;
+
+  x.reached = stage::connecting;
+  tcp::socket socket(ex);
+  auto [connect_ec, endpoint] = co_await asio::async_connect(socket, endpoints, asio::as_tuple(asio::use_awaitable));
+  if (connect_ec) co_return connect_ec;
+  socket.set_option(tcp::no_delay(true));
+  state.pool.note_opened();
+  if (!where.tls) {
+    held.attach(std::make_unique<connection>(std::move(socket)));
+    co_return error_code{};
+  }
+
+  x.reached = stage::handshaking;
+  held.attach(std::make_unique<connection>(std::move(socket), state.tls()));
+  auto& stream = std::get<ssl::stream<tcp::socket>>(held.get()->stream);
+  // SNI carries host names only, never address literals (RFC 6066 §3).
+  if (!is_ip_literal(where.host) && !SSL_set_tlsext_host_name(stream.native_handle(), where.host.c_str()))
+    co_return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
+  stream.set_verify_callback(ssl::host_name_verification(where.host));
+  auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+  co_return handshake_ec;
+}
+
+/// Runs `op` (an awaitable producing T) under `limit`, as a nested deadline
+/// inside the attempt's: terminal cancellation on expiry, completion only
+/// after the operation has finished.
+template <class T>
+asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady_timer& timer, duration limit,
+                                                                    asio::awaitable<T> op) {
+  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&,
+                                          void(coretry::detail::attempt_completion<T>)>(
+      [&timer, limit](auto handler, asio::awaitable<T> inner) {
+        auto ex = asio::get_associated_executor(handler, timer.get_executor());
+        coretry::detail::run_attempt<T>(timer, limit, ex, std::move(inner), std::move(handler));
+      },
+      asio::use_awaitable, std::move(op));
+}
+
+template <class Stream>
+asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connection& conn, const request& req,
+                                     exchange& x, bool& keep_alive) {
+  x.reached = stage::writing;
+  auto [write_ec, written] = co_await beast_http::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
+  x.bytes_written = written;
+  if (write_ec) {
+    x.error = write_ec;
+    co_return;
+  }
+
+  x.reached = stage::reading;
+  beast_http::response_parser<beast_http::string_body> parser;
+  parser.header_limit(state.options.header_limit);
+  parser.body_limit(state.options.body_limit);
+  if (req.method() == beast_http::verb::head) parser.skip(true);
+  if (state.options.idle_timeout == duration::zero()) {
+    auto [read_ec, n] = co_await beast_http::async_read(stream, conn.buffer, parser, asio::as_tuple(asio::use_awaitable));
+    if (read_ec) {
+      x.error = read_ec;
+      co_return;
+    }
+  } else {
+    // Each read must bring something within the idle limit; the attempt's
+    // deadline still bounds the whole response.
+    asio::steady_timer idle(co_await asio::this_coro::executor);
+    while (!parser.is_done()) {
+      auto read_some = [&]() -> asio::awaitable<std::size_t> {
+        co_return co_await beast_http::async_read_some(stream, conn.buffer, parser, asio::use_awaitable);
+      };
+      auto done = co_await under_limit<std::size_t>(idle, state.options.idle_timeout, read_some());
+      if (done.exception) std::rethrow_exception(done.exception);
+      if (done.error) {
+        x.error = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
+        co_return;
+      }
+      auto cancel_state = co_await asio::this_coro::cancellation_state;
+      if (cancel_state.cancelled() != asio::cancellation_type::none) {
+        x.error = asio::error::operation_aborted;
+        co_return;
+      }
+    }
+  }
+  x.res.emplace(parser.release());
+  x.received_at = std::chrono::system_clock::now();
+  x.reached = stage::complete;
+  keep_alive = x.res->keep_alive();
+}
+
+} // namespace detail
+
+client::client(asio::any_io_executor ex, client_options options)
+    : state_(std::make_shared<detail::client_state>(std::move(ex), std::move(options))) {}
+
+client::~client() = default;
+
+asio::any_io_executor client::get_executor() const { return state_->executor; }
+pool_stats client::stats() const { return state_->pool.stats(); }
+void client::close_idle() { state_->pool.close_idle(); }
+
+client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
+  auto parsed = boost::urls::parse_uri(url);
+  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + std::string(url));
+  const auto scheme = parsed->scheme_id();
+  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
+    throw std::invalid_argument("coretry::http: URL scheme must be http or https, not '" +
+                                std::string(parsed->scheme()) + "'");
+  if (parsed->encoded_host().empty()) throw std::invalid_argument("coretry::http: URL has no host");
+  if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+
+  auto prepared_req = std::make_shared<detail::prepared_request>();
+  detail::origin& where = prepared_req->where;
+  where.tls = scheme == boost::urls::scheme::https;
+  where.host = parsed->host_address();
+  if (parsed->host_type() == boost::urls::host_type::ipv6) where.host = std::string(parsed->host_ipv6_address().to_string());
+  where.port = parsed->has_port() ? std::string(parsed->port()) : (where.tls ? "443" : "80");
+  where.key = std::string(where.tls ? "https://" : "http://") + where.host + ":" + where.port;
+
+  for (const auto& field : req)
+    if (field.value().find_first_of("\r\n") != std::string_view::npos ||
+        field.name_string().find_first_of("\r\n: ") != std::string_view::npos)
+      throw std::invalid_argument("coretry::http: header '" + std::string(field.name_string()) +
+                                  "' contains CR, LF or an invalid character");
+  if (req.target().empty()) {
+    std::string target(parsed->encoded_path());
+    if (target.empty()) target = "/";
+    if (parsed->has_query()) target += "?" + std::string(parsed->encoded_query());
+    req.target(target);
+  }
+  if (req.find(beast_http::field::host) == req.end()) {
+    const bool default_port = !parsed->has_port() || (where.tls ? where.port == "443" : where.port == "80");
+    req.set(beast_http::field::host, std::string(parsed->encoded_host_and_port().substr(
+                                         0, default_port ? parsed->encoded_host().size() : std::string::npos)));
+  }
+  if (req.find(beast_http::field::user_agent) == req.end() && !state_->options.user_agent.empty())
+    req.set(beast_http::field::user_agent, state_->options.user_agent);
+  if (options.idempotency_key) {
+    if (options.idempotency_key->find_first_of("\r\n") != std::string::npos)
+      throw std::invalid_argument("coretry::http: idempotency key contains CR or LF");
+    req.set("Idempotency-Key", *options.idempotency_key);
+  } else if (options.generate_idempotency_key && req.find("Idempotency-Key") == req.end()) {
+    // One key per logical operation, the same on every attempt.
+    req.set("Idempotency-Key", boost::uuids::to_string(boost::uuids::random_generator()()));
+  }
+  req.prepare_payload();
+
+  prepared p;
+  p.retry.safety = is_idempotent(req.method()) ? repeat_safety::idempotent
+                   : req.find("Idempotency-Key") != req.end() ? repeat_safety::idempotency_key
+                                                              : repeat_safety::unsafe;
+  p.retry.budget = options.budget;
+  p.retry.observer = options.observer;
+  p.retry.random = options.random;
+  p.retry.operation = options.route;
+  prepared_req->req = std::move(req);
+  prepared_req->body = options.body;
+  prepared_req->validate = options.validate;
+  prepared_req->classifiers = options.classifiers;
+  p.request = std::move(prepared_req);
+  return p;
+}
+
+namespace detail {
+
+/// One attempt: lease, connect if needed, write, read the complete response.
+/// Every failure is recorded in `x`, with how far the attempt got, so that the
+/// classifier can tell "never sent" from "outcome unknown".
+asio::awaitable<void> attempt_exchange(client_state* state, const prepared_request* prepared, unsigned attempt,
+                                       exchange& x) {
+  const request* req = &prepared->req;
+  std::optional<request> reopened;
+  if (prepared->body) {
+    // A streamed body is reopened for every attempt, never resent consumed.
+    std::optional<std::string> body = prepared->body(attempt);
+    if (!body) {
+      x.problem = "the request body cannot be reproduced for attempt " + std::to_string(attempt);
+      co_return;
+    }
+    reopened.emplace(prepared->req);
+    reopened->body() = std::move(*body);
+    reopened->prepare_payload();
+    req = &*reopened;
+  }
+
+  const std::string& key = prepared->where.key;
+  std::optional<lease> held = state->pool.try_lease(key);
+  while (!held) {
+    auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      x.error = ec;
+      co_return;
+    }
+    if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
+  }
+
+  if (held->get()) {
+    x.reused_connection = true;
+  } else {
+    error_code ec;
+    if (state->options.connect_timeout == duration::zero()) {
+      ec = co_await establish(*state, prepared->where, *held, x);
+    } else {
+      asio::steady_timer limit(co_await asio::this_coro::executor);
+      auto done = co_await under_limit<error_code>(limit, state->options.connect_timeout,
+                                                           establish(*state, prepared->where, *held, x));
+      if (done.exception) std::rethrow_exception(done.exception);
+      ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
+                                                  : done.error ? done.error : *done.value;
+    }
+    if (ec) {
+      x.error = ec;
+      co_return; // the lease closes whatever was opened
+    }
+  }
+
+  connection& conn = *held->get();
+  bool keep_alive = false;
+  if (auto* tls = std::get_if<ssl::stream<tcp::socket>>(&conn.stream))
+    co_await write_and_read(*state, *tls, conn, *req, x, keep_alive);
+  else
+    co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, x, keep_alive);
+
+  // Only a connection whose exchange ended cleanly goes back to the pool.
+  if (!x.error && keep_alive) held->mark_reusable();
+  if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && prepared->validate)
+    if (auto problem = prepared->validate(*x.res)) x.problem = std::move(*problem);
+}
+
+} // namespace detail
+
+asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state> state,
+                                            std::shared_ptr<const detail::prepared_request> prepared,
+                                            attempt_context<std::chrono::steady_clock> context) {
+  // A cancelled attempt must still report how far it got: no co_await may
+  // throw on cancellation; each operation's error says it instead.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  exchange x;
+  try {
+    co_await detail::attempt_exchange(state.get(), prepared.get(), context.number, x);
+  } catch (const boost::system::system_error& e) {
+    x.error = e.code();
+  }
+  co_return x;
+}
+
+verdict client::classify(const detail::prepared_request& request, const error_code& ec, const exchange& x) {
+  for (const auto& extension : request.classifiers)
+    if (auto v = extension(ec, x)) return *v;
+  return classify_exchange(ec, x);
+}
+
+} // namespace coretry::http

@@ -1,0 +1,407 @@
+// The HTTP client against a real server on loopback: real sockets, real time.
+// Counts, stop reasons and what the server saw are asserted; durations only
+// where a bound is the point (a drip cut off long before it would end).
+
+#include <coretry/http/client.hpp>
+#include <faults/fault_server.hpp>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+namespace asio = boost::asio;
+namespace beast_http = boost::beast::http;
+using namespace std::chrono_literals;
+using coretry::stop_reason;
+
+namespace {
+
+/// A fault server on its own thread.
+class server_thread {
+public:
+  explicit server_thread(coretry::faults::fault_server_options options = {}) : guard_(io_.get_executor()) {
+    server_.emplace(io_, std::move(options));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~server_thread() { shut_down(); }
+
+  void shut_down() {
+    if (!thread_.joinable()) return;
+    server_->stop();
+    guard_.reset();
+    thread_.join();
+    server_.reset();
+  }
+
+  coretry::faults::fault_server& operator*() { return *server_; }
+  coretry::faults::fault_server* operator->() { return &*server_; }
+
+private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::optional<coretry::faults::fault_server> server_;
+  std::thread thread_;
+};
+
+/// Records what the pool held whenever the engine went to sleep.
+struct leased_during_backoff final : coretry::retry_observer {
+  explicit leased_during_backoff(coretry::http::client& c) : client(c) {}
+  void backoff_scheduled(const coretry::backoff_event&) noexcept override {
+    seen.push_back(client.stats().leased);
+  }
+  coretry::http::client& client;
+  std::vector<std::size_t> seen;
+};
+
+coretry::policy quick_policy() {
+  coretry::policy p;
+  p.overall_deadline = 5s;
+  p.attempt_limit = 2s;
+  p.min_attempt_allowance = 10ms;
+  p.completion_reserve = 0ms;
+  p.backoff.initial_window = 20ms;
+  p.backoff.max_window = 40ms;
+  p.server_delay_spread = 10ms;
+  return p;
+}
+
+struct harness {
+  explicit harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
+
+  coretry::http::result send(beast_http::verb method, const std::string& url,
+                             coretry::http::request_options options = {}, std::string body = {}) {
+    coretry::http::request req(method, "", 11);
+    req.body() = std::move(body);
+    std::optional<coretry::http::result> result;
+    client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
+      REQUIRE_FALSE(e);
+      result = std::move(r);
+    });
+    io.run();
+    io.restart();
+    REQUIRE(result);
+    CHECK(client.stats().leased == 0); // nothing is leased once a request is over
+    return std::move(*result);
+  }
+
+  coretry::http::request_options with_policy(coretry::policy p = quick_policy()) {
+    coretry::http::request_options o;
+    o.policy = p;
+    o.observer = &watch;
+    return o;
+  }
+
+  asio::io_context io;
+  coretry::http::client client;
+  leased_during_backoff watch{client};
+};
+
+unsigned short closed_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port(); // closed when the acceptor goes
+}
+
+std::string write_temp(const std::string& content) {
+  char name[] = "/tmp/coretry-ca-XXXXXX";
+  const int fd = ::mkstemp(name);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(name) << content;
+  return name;
+}
+
+} // namespace
+
+TEST_CASE("success with keep-alive reuse") {
+  server_thread server;
+  harness h;
+  const auto first = h.send(beast_http::verb::get, server->base_url() + "/status/200", h.with_policy());
+  const auto second = h.send(beast_http::verb::get, server->base_url() + "/status/200?body=again", h.with_policy());
+  CHECK(first.reason == stop_reason::succeeded);
+  CHECK(second.reason == stop_reason::succeeded);
+  CHECK(second.value->res->body() == "again");
+  CHECK_FALSE(first.value->reused_connection);
+  CHECK(second.value->reused_connection);
+  CHECK(h.client.stats().connections_opened == 1);
+  CHECK(h.client.stats().idle == 1);
+}
+
+TEST_CASE("502 then 200, and no connection is leased during a backoff sleep") {
+  server_thread server;
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/a?steps=502,200", h.with_policy());
+  CHECK(r.reason == stop_reason::succeeded);
+  CHECK(r.attempts == 2);
+  CHECK(r.records[0].classified.category == "http_502");
+  CHECK(server->log().size() == 2);
+  REQUIRE(h.watch.seen.size() == 1);
+  CHECK(h.watch.seen[0] == 0);
+}
+
+TEST_CASE("429 with Retry-After: 1 waits at least the server's second") {
+  server_thread server;
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/b?steps=429;retry-after=1,200",
+                        h.with_policy());
+  CHECK(r.reason == stop_reason::succeeded);
+  REQUIRE(r.records.size() == 2);
+  CHECK(r.records[1].wait_from == coretry::wait_source::server);
+  CHECK(r.records[1].wait_before >= 1s);
+  CHECK(r.records[1].wait_before <= 1s + 10ms); // the spread is ours and small
+}
+
+TEST_CASE("503 with an HTTP-date Retry-After is measured against the server's Date") {
+  server_thread server;
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/c?steps=503;retry-after-date=%2B2,200",
+                        h.with_policy());
+  CHECK(r.reason == stop_reason::succeeded);
+  REQUIRE(r.records.size() == 2);
+  CHECK(r.records[1].wait_from == coretry::wait_source::server);
+  // Date and Retry-After come from the same server clock: exactly 2 s apart.
+  CHECK(r.records[1].wait_before >= 2s);
+  CHECK(r.records[1].wait_before <= 2s + 10ms);
+}
+
+TEST_CASE("a Retry-After beyond the deadline stops at once") {
+  server_thread server;
+  harness h;
+  coretry::policy p = quick_policy();
+  p.overall_deadline = 1s;
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/503?retry-after=1", h.with_policy(p));
+  CHECK(r.reason == stop_reason::server_delay_too_long);
+  CHECK(r.attempts == 1);
+  CHECK(r.value->res->result_int() == 503);
+}
+
+TEST_CASE("a drip-fed body is cut at the attempt deadline") {
+  server_thread server;
+  coretry::http::client_options options;
+  options.idle_timeout = 500ms; // each byte arrives well inside it
+  harness h(options);
+  coretry::policy p = quick_policy();
+  p.max_attempts = 1;
+  p.attempt_limit = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?drip=100:50", h.with_policy(p));
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(r.reason == stop_reason::attempts_exhausted);
+  CHECK(r.records[0].error == coretry::attempt_error::timed_out);
+  CHECK(r.value->reached == coretry::http::stage::reading);
+  CHECK_FALSE(r.value->res);
+  CHECK(took < 5s); // the whole drip would take 5 s
+  CHECK(h.client.stats().open == 0); // a timed-out connection is closed, never pooled
+}
+
+TEST_CASE("a read-inactivity limit cuts a silent server") {
+  server_thread server;
+  coretry::http::client_options options;
+  options.idle_timeout = 100ms;
+  harness h(options);
+  coretry::policy p = quick_policy();
+  p.max_attempts = 1;
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?hang-after-headers", h.with_policy(p));
+  CHECK(r.reason == stop_reason::attempts_exhausted);
+  CHECK(r.value->error == asio::error::timed_out);
+  CHECK(r.records[0].end < 2s); // well before the attempt's own 2 s limit
+}
+
+TEST_CASE("a server that hangs after the headers times out and is not reused") {
+  server_thread server;
+  harness h;
+  coretry::policy p = quick_policy();
+  p.max_attempts = 2;
+  p.attempt_limit = 200ms;
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?hang-after-headers", h.with_policy(p));
+  CHECK(r.reason == stop_reason::attempts_exhausted);
+  CHECK(r.attempts == 2);
+  CHECK(r.records[1].error == coretry::attempt_error::timed_out);
+  CHECK(h.client.stats().connections_opened == 2);
+  CHECK(h.client.stats().open == 0);
+}
+
+TEST_CASE("connection refused is retried, even for a POST: it never reached a server") {
+  harness h;
+  const auto r = h.send(beast_http::verb::post, "http://127.0.0.1:" + std::to_string(closed_port()) + "/orders",
+                        h.with_policy(), "{}");
+  CHECK(r.reason == stop_reason::attempts_exhausted);
+  CHECK(r.attempts == 3);
+  CHECK(r.records[0].classified.delivered == coretry::delivery::never_sent);
+  CHECK(r.value->error == asio::error::connection_refused);
+}
+
+TEST_CASE("a stale pooled connection is detected before reuse") {
+  std::optional<server_thread> server(std::in_place);
+  const unsigned short port = (*server)->port();
+  harness h;
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/status/200";
+  CHECK(h.send(beast_http::verb::get, url, h.with_policy()).succeeded());
+  CHECK(h.client.stats().idle == 1);
+  server.reset(); // closes the idle connection from the server's side
+  coretry::faults::fault_server_options again;
+  again.listen = "127.0.0.1:" + std::to_string(port);
+  server.emplace(again);
+  // A non-idempotent POST: had the stale connection been used, its outcome
+  // would be ambiguous. It is discarded instead, and the POST succeeds once.
+  const auto r = h.send(beast_http::verb::post, url, h.with_policy(), "{}");
+  CHECK(r.reason == stop_reason::succeeded);
+  CHECK(r.attempts == 1);
+  CHECK(h.client.stats().stale_discarded == 1);
+  CHECK((*server)->log().size() == 1);
+}
+
+TEST_CASE("a POST that times out is not retried") {
+  server_thread server;
+  harness h;
+  coretry::policy p = quick_policy();
+  p.attempt_limit = 250ms;
+  const auto r = h.send(beast_http::verb::post, server->base_url() + "/status/200?delay=1000", h.with_policy(p), "{}");
+  CHECK(r.reason == stop_reason::outcome_unknown);
+  CHECK(r.attempts == 1);
+  CHECK(server->log().size() == 1);
+}
+
+TEST_CASE("a POST with an Idempotency-Key is retried with the same key and payload") {
+  server_thread server;
+  harness h;
+  auto options = h.with_policy();
+  options.generate_idempotency_key = true;
+  const auto r = h.send(beast_http::verb::post, server->base_url() + "/seq/p?steps=503,200", options, "{\"book\":42}");
+  CHECK(r.reason == stop_reason::succeeded);
+  CHECK(r.attempts == 2);
+  const auto log = server->log();
+  REQUIRE(log.size() == 2);
+  REQUIRE(log[0].idempotency_key);
+  CHECK(log[0].idempotency_key->size() == 36); // a UUID
+  CHECK(log[0].idempotency_key == log[1].idempotency_key);
+  CHECK(log[0].body_length == log[1].body_length);
+}
+
+TEST_CASE("a POST without a key is not retried after a 503") {
+  server_thread server;
+  harness h;
+  const auto r = h.send(beast_http::verb::post, server->base_url() + "/seq/q?steps=503,200", h.with_policy(), "{}");
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.attempts == 1);
+}
+
+TEST_CASE("the seed's extra rules: out of credits and a refused scraper target are permanent") {
+  server_thread server;
+  harness h;
+  auto options = h.with_policy();
+  options.classifiers.push_back(coretry::http::permanent_429_when_header("x-api-remaining-credits", "0"));
+  options.classifiers.push_back(
+      coretry::http::permanent_5xx_when_body_matches(std::regex("website returned HTTP 4[0-9][0-9]", std::regex::icase)));
+  SUBCASE("credits header exactly 0: out of credits") {
+    const auto r = h.send(beast_http::verb::get,
+                          server->base_url() + "/seq/d?steps=429;header=x-api-remaining-credits:0,200", options);
+    CHECK(r.reason == stop_reason::rejected);
+    CHECK(r.records[0].classified.category == "out_of_credits");
+  }
+  SUBCASE("no credits header is not zero: retried") {
+    const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/e?steps=429,200", options);
+    CHECK(r.reason == stop_reason::succeeded);
+  }
+  SUBCASE("a 503 saying the website returned HTTP 403") {
+    const auto r = h.send(beast_http::verb::get,
+                          server->base_url() +
+                              "/seq/f?steps=503;body=The%20website%20returned%20HTTP%20403%20and%20could%20not%20be%20read.,200",
+                          options);
+    CHECK(r.reason == stop_reason::rejected);
+    CHECK(r.attempts == 1);
+  }
+}
+
+TEST_CASE("the validation hook turns a wrong 200 into a clear permanent error") {
+  server_thread server;
+  harness h;
+  auto options = h.with_policy();
+  options.validate = [](const coretry::http::response& res) -> std::optional<std::string> {
+    if (res.body().size() != 40)
+      return "asked for 40 characters, got " + std::to_string(res.body().size());
+    return std::nullopt;
+  };
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?body=Gfs3fJgV01PI", options);
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.attempts == 1);
+  CHECK(r.value->problem == "asked for 40 characters, got 12");
+}
+
+TEST_CASE("a response over the body limit is permanent, never retried") {
+  server_thread server;
+  coretry::http::client_options options;
+  options.body_limit = 10;
+  harness h(options);
+  const auto r = h.send(beast_http::verb::get,
+                        server->base_url() + "/status/200?body=0123456789abcdefghijklmnopqrstuvwxyz", h.with_policy());
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.records[0].classified.category == "response_too_large");
+  CHECK(server->log().size() == 1);
+}
+
+TEST_CASE("HTTPS with the test CA succeeds and verifies the peer") {
+  coretry::faults::fault_server_options tls;
+  tls.tls = true;
+  server_thread server(tls);
+  coretry::http::client_options options;
+  options.ca_file = write_temp(server->ca_certificate_pem());
+  harness h(options);
+  const std::string url = "https://localhost:" + std::to_string(server->port()) + "/seq/t?steps=502,200";
+  const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+  std::remove(options.ca_file.c_str());
+  CHECK(r.reason == stop_reason::succeeded);
+  CHECK(r.attempts == 2);
+}
+
+TEST_CASE("TLS verification failures are permanent") {
+  coretry::faults::pki_options pki;
+  SUBCASE("wrong host name") {
+    pki.dns_names = {"pricing.example"};
+    pki.ip_addresses = {};
+  }
+  SUBCASE("untrusted issuer") { pki.signed_by_ca = false; }
+  SUBCASE("expired certificate") {
+    pki.not_before = -48h;
+    pki.not_after = -24h;
+  }
+  coretry::faults::fault_server_options tls;
+  tls.tls = true;
+  tls.pki = coretry::faults::generate_test_pki(pki);
+  server_thread server(tls);
+  coretry::http::client_options options;
+  options.ca_file = write_temp(server->ca_certificate_pem());
+  harness h(options);
+  const auto r = h.send(beast_http::verb::get, "https://localhost:" + std::to_string(server->port()) + "/status/200",
+                        h.with_policy());
+  std::remove(options.ca_file.c_str());
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.attempts == 1);
+  CHECK(r.records[0].classified.category == "tls_verification");
+  CHECK(h.client.stats().open == 0);
+}
+
+TEST_CASE("bad input is refused before anything is sent") {
+  harness h;
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  auto ignore = [](std::exception_ptr, coretry::http::result) {};
+  CHECK_THROWS_WITH_AS(h.client.async_send("localhost/books", req, {}, ignore), doctest::Contains("absolute URL"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(h.client.async_send("ftp://localhost/books", req, {}, ignore), doctest::Contains("scheme"),
+                       std::invalid_argument);
+  coretry::http::request bad = req;
+  bad.set("X-Note", "one\r\nInjected: yes");
+  CHECK_THROWS_WITH_AS(h.client.async_send("http://localhost/books", bad, {}, ignore), doctest::Contains("X-Note"),
+                       std::invalid_argument);
+  coretry::http::request_options absurd;
+  absurd.policy.max_attempts = 0;
+  CHECK_THROWS_WITH_AS(h.client.async_send("http://localhost/books", req, absurd, ignore),
+                       doctest::Contains("max_attempts"), std::invalid_argument);
+}

@@ -28,8 +28,11 @@ void retry_counters::stopped(const stop_event& e) noexcept {
   if (e.reason == stop_reason::cancelled) cancellations_.fetch_add(1, relaxed);
   // An operation stopped before its first attempt (deadline already gone) is
   // counted among operations through its stop, not its attempts.
-  if (e.attempts == 0) operations_.fetch_add(1, relaxed);
-  const std::size_t bucket = std::clamp<std::size_t>(e.attempts, 1, attempt_buckets) - 1;
+  if (e.attempts == 0) {
+    operations_.fetch_add(1, relaxed);
+    return;
+  }
+  const std::size_t bucket = std::min<std::size_t>(e.attempts, attempt_buckets) - 1;
   per_operation_[bucket].fetch_add(1, relaxed);
 }
 

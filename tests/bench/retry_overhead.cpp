@@ -73,57 +73,52 @@ struct measurement {
   double allocs_per_op;
 };
 
-measurement run_direct(int operations) {
+/// Runs `loop` (a coroutine that performs `operations` operations) on a
+/// fresh single-threaded io_context, or on a strand of it.
+template <class Loop>
+measurement measure(int operations, bool on_strand, Loop loop) {
   asio::io_context io(1);
   const auto allocs_before = allocations.load();
   const auto start = clock_type::now();
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        for (int i = 0; i < operations; ++i) (void)co_await trivial_op(io)(asio::use_awaitable);
-      },
-      asio::detached);
+  if (on_strand)
+    asio::co_spawn(asio::make_strand(io), loop(io), asio::detached);
+  else
+    asio::co_spawn(io, loop(io), asio::detached);
   io.run();
   const double ns = std::chrono::duration<double, std::nano>(clock_type::now() - start).count();
   return {ns / operations, double(allocations.load() - allocs_before) / operations};
+}
+
+measurement run_direct(int operations) {
+  return measure(operations, false, [operations](asio::io_context& io) -> asio::awaitable<void> {
+    for (int i = 0; i < operations; ++i) (void)co_await trivial_op(io)(asio::use_awaitable);
+  });
 }
 
 /// What a hand-written deadline costs: the same operation raced with a
 /// steady_timer that cancels it through its cancellation slot.
 measurement run_direct_with_deadline(int operations) {
-  asio::io_context io(1);
-  const auto allocs_before = allocations.load();
-  const auto start = clock_type::now();
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer deadline(io);
-        asio::cancellation_signal cancel;
-        for (int i = 0; i < operations; ++i) {
-          deadline.expires_after(250ms);
-          deadline.async_wait([&](boost::system::error_code ec) {
-            if (!ec) cancel.emit(asio::cancellation_type::terminal);
-          });
-          (void)co_await trivial_op(io)(asio::bind_cancellation_slot(cancel.slot(), asio::use_awaitable));
-          deadline.cancel();
-        }
-      },
-      asio::detached);
-  io.run();
-  const double ns = std::chrono::duration<double, std::nano>(clock_type::now() - start).count();
-  return {ns / operations, double(allocations.load() - allocs_before) / operations};
+  return measure(operations, false, [operations](asio::io_context& io) -> asio::awaitable<void> {
+    asio::steady_timer deadline(io);
+    asio::cancellation_signal cancel;
+    for (int i = 0; i < operations; ++i) {
+      deadline.expires_after(250ms);
+      deadline.async_wait([&](boost::system::error_code ec) {
+        if (!ec) cancel.emit(asio::cancellation_type::terminal);
+      });
+      (void)co_await trivial_op(io)(asio::bind_cancellation_slot(cancel.slot(), asio::use_awaitable));
+      deadline.cancel();
+    }
+  });
 }
 
 /// Through async_retry. With `on_strand` the calling coroutine runs on a
 /// strand, which the operation reuses; otherwise it makes one per operation.
 measurement run_retry(int operations, bool on_strand) {
-  asio::io_context io(1);
-  coretry::policy p;
-  coretry::retry_options options;
-  options.safety = coretry::repeat_safety::idempotent;
-  const auto allocs_before = allocations.load();
-  const auto start = clock_type::now();
-  auto loop = [&]() -> asio::awaitable<void> {
+  return measure(operations, on_strand, [operations](asio::io_context& io) -> asio::awaitable<void> {
+    coretry::policy p;
+    coretry::retry_options options;
+    options.safety = coretry::repeat_safety::idempotent;
     const auto ex = co_await asio::this_coro::executor;
     for (int i = 0; i < operations; ++i) {
       auto result = co_await coretry::async_retry(
@@ -131,14 +126,7 @@ measurement run_retry(int operations, bool on_strand) {
           asio::use_awaitable);
       if (!result.succeeded()) std::abort();
     }
-  };
-  if (on_strand)
-    asio::co_spawn(asio::make_strand(io), loop, asio::detached);
-  else
-    asio::co_spawn(io, loop, asio::detached);
-  io.run();
-  const double ns = std::chrono::duration<double, std::nano>(clock_type::now() - start).count();
-  return {ns / operations, double(allocations.load() - allocs_before) / operations};
+  });
 }
 
 void bench_backoff(int pending) {

@@ -356,9 +356,13 @@ TEST_CASE("HTTPS with the test CA succeeds and verifies the peer") {
   harness h(options);
   const std::string url = "https://localhost:" + std::to_string(server->port()) + "/seq/t?steps=502,200";
   const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+  const auto again = h.send(beast_http::verb::get, url, h.with_policy());
   std::remove(options.ca_file.c_str());
   CHECK(r.reason == stop_reason::succeeded);
   CHECK(r.attempts == 2);
+  CHECK(again.succeeded());
+  CHECK(again.value->reused_connection); // a TLS connection is pooled like any other
+  CHECK(h.client.stats().connections_opened == 1);
 }
 
 TEST_CASE("TLS verification failures are permanent") {

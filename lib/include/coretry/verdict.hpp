@@ -31,7 +31,8 @@ enum class repeat_safety {
 
 /// The classification of one attempt. Bounded `category` strings name the
 /// failure for metrics and logs ("timeout", "http_503", ...): never put
-/// unbounded data (URLs, bodies) in them.
+/// unbounded data (URLs, bodies) in them. The category must refer to static
+/// storage (a string literal): records keep the view.
 struct verdict {
   attempt_status status = attempt_status::permanent;
   delivery delivered = delivery::unknown;

@@ -1,0 +1,65 @@
+#ifndef CORETRY_CLI_COMMAND_LINE_HPP
+#define CORETRY_CLI_COMMAND_LINE_HPP
+
+#include <coretry/policy.hpp>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+// Checks of single command-line values, shared by the subcommands. Every
+// refusal is a usage_error whose what() is one line naming the option and the
+// problem, and never repeats a value that may be a secret.
+namespace coretry::cli {
+
+/// Bad input on the command line (exit status 2).
+class usage_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The longest duration any option accepts: longer is a typo, not a plan.
+inline constexpr std::chrono::hours longest_duration{24};
+
+/// Seconds as written on the command line ("2", "0.25", ".5") as a duration.
+/// Refuses signs, exponents, NaN and infinities, and more than a day; zero
+/// only when `zero_allowed`.
+duration parse_seconds(std::string_view option, std::string_view text, bool zero_allowed);
+
+/// A whole decimal number in [min, max].
+unsigned parse_count(std::string_view option, std::string_view text, unsigned min, unsigned max);
+
+/// RFC 9110 token characters: what a field name or a method may consist of.
+bool is_token(std::string_view text);
+
+struct header_field {
+  std::string name;
+  std::string value;
+};
+
+/// "Name: value" as given to -H; `position` (1-based) names it in errors,
+/// since the text itself may carry a credential.
+header_field parse_header(std::string_view text, std::size_t position);
+
+/// Whether a field's value is a credential that must never be printed
+/// (Authorization, Cookie, API keys, tokens, ...).
+bool is_sensitive_header(std::string_view name);
+
+/// The URL with any user:password and the values of credential-like query
+/// parameters (key, token, ...) replaced, for logs and errors.
+std::string redact_url(std::string_view url);
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, so that a
+/// value can sit anywhere in a query, fault-server scripts included.
+std::string percent_encode(std::string_view text);
+
+/// Milliseconds of a duration, as a JSON-friendly number with microsecond precision.
+double to_ms(duration d);
+
+/// "250 ms", "1.04 s": for people.
+std::string describe_duration(duration d);
+
+} // namespace coretry::cli
+
+#endif

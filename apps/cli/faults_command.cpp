@@ -1,0 +1,53 @@
+#include "cli/faults_command.hpp"
+
+#include "cli/command_line.hpp"
+#include "cli/exit_status.hpp"
+
+#include <faults/fault_server.hpp>
+
+#include <boost/asio/signal_set.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace coretry::cli {
+namespace {
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream file{path, std::ios::binary | std::ios::trunc};
+  file << content;
+  file.close();
+  if (!file) throw std::runtime_error("cannot write '" + path + "'");
+}
+
+} // namespace
+
+int run_faults(const faults_arguments& args) {
+  if (args.ca_out && !args.tls) throw usage_error("--ca-out needs --tls: a plain HTTP server has no CA");
+  coretry::faults::fault_server_options options;
+  options.listen = args.listen;
+  options.tls = args.tls;
+
+  boost::asio::io_context io{1};
+  std::optional<coretry::faults::fault_server> server;
+  try {
+    server.emplace(io, options);
+  } catch (const std::invalid_argument& error) { // a --listen value that is no address
+    throw usage_error(std::string{"--listen: "} + error.what());
+  }
+  if (args.ca_out) write_file(*args.ca_out, server->ca_certificate_pem());
+
+  boost::asio::signal_set signals{io, SIGINT, SIGTERM};
+  signals.async_wait([&server](const boost::system::error_code& error, int) {
+    if (!error) server->stop();
+  });
+  std::printf("listening on %s\n", server->base_url().c_str());
+  std::fflush(stdout);
+  // Returns once stop() has closed the acceptor and every connection.
+  io.run();
+  return exit_status::success;
+}
+
+} // namespace coretry::cli

@@ -1,0 +1,24 @@
+#ifndef CORETRY_CLI_FAULTS_COMMAND_HPP
+#define CORETRY_CLI_FAULTS_COMMAND_HPP
+
+#include <optional>
+#include <string>
+
+// `coretry faults`: the fault-injection HTTP server, run by hand.
+namespace coretry::cli {
+
+struct faults_arguments {
+  std::string listen = "127.0.0.1:0";
+  bool tls = false;
+  std::optional<std::string> ca_out;
+};
+
+/// Serves until SIGINT or SIGTERM. Prints "listening on URL" as the first
+/// line of stdout (flushed) once it accepts connections, after writing the CA
+/// to --ca-out, so that whoever waits for that line can use both. Returns the
+/// exit status; throws usage_error for a bad --listen.
+int run_faults(const faults_arguments& args);
+
+} // namespace coretry::cli
+
+#endif

@@ -1,0 +1,412 @@
+#include "cli/fetch.hpp"
+
+#include "cli/attempt_details.hpp"
+#include "cli/exit_status.hpp"
+#include "cli/output_file.hpp"
+#include "cli/progress.hpp"
+#include "cli/report.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <regex>
+
+#include <unistd.h>
+
+namespace coretry::cli {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast_http = boost::beast::http;
+
+std::string quoted(std::string_view text) { return "'" + std::string{text} + "'"; }
+
+std::optional<duration> optional_seconds(std::string_view option, const std::optional<std::string>& text,
+                                         bool zero_allowed) {
+  if (!text) return std::nullopt;
+  return parse_seconds(option, *text, zero_allowed);
+}
+
+void check_url(const std::string& url) {
+  const std::string shown = quoted(redact_url(url));
+  auto parsed = boost::urls::parse_uri(url);
+  if (!parsed) {
+    const bool has_scheme_separator = url.find("://") != std::string::npos;
+    throw usage_error("URL " + shown + (has_scheme_separator ? " is not a valid URL"
+                                                              : " has no scheme; write it as http://... or https://..."));
+  }
+  const auto scheme = parsed->scheme_id();
+  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
+    throw usage_error("URL " + shown + ": the scheme must be http or https, not " + quoted(parsed->scheme()) +
+                      " (did you leave out http://?)");
+  if (!parsed->has_authority() || parsed->encoded_host().empty()) throw usage_error("URL " + shown + " has no host");
+  if (parsed->has_port()) {
+    const std::string_view port = parsed->port();
+    const bool valid = !port.empty() && port.size() <= 5 && parsed->port_number() != 0;
+    if (!valid) throw usage_error("URL " + shown + ": the port must be a number from 1 to 65535");
+  }
+}
+
+std::string read_data_file(const std::string& path) {
+  const bool from_stdin = path == "-";
+  std::FILE* file = from_stdin ? stdin : std::fopen(path.c_str(), "rb");
+  if (!file) throw usage_error("-d @" + path + ": cannot read it: " + std::strerror(errno));
+  std::string content;
+  char buffer[65536];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) content.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  if (!from_stdin) std::fclose(file);
+  if (failed) throw usage_error("-d @" + path + ": cannot read it: " + std::strerror(error));
+  return content;
+}
+
+// curl's -d: each value verbatim, or a file's contents with @FILE; several
+// are joined with '&'.
+std::string request_body(const std::vector<std::string>& data) {
+  std::string body;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    if (i) body += '&';
+    const std::string& item = data[i];
+    body += item.starts_with('@') ? read_data_file(item.substr(1)) : item;
+  }
+  return body;
+}
+
+std::string checked_idempotency_key(const std::string& key) {
+  if (key == "auto") return boost::uuids::to_string(boost::uuids::random_generator()());
+  const bool printable = std::all_of(key.begin(), key.end(), [](char c) { return c >= 0x21 && c <= 0x7e; });
+  if (key.empty() || key.size() > 255 || !printable)
+    throw usage_error("--idempotency-key: give 'auto' or 1 to 255 visible ASCII characters without spaces");
+  return key;
+}
+
+http::classifier_extension out_of_credits_rule(const std::string& text) {
+  const auto equals = text.find('=');
+  if (equals == std::string::npos)
+    throw usage_error("--out-of-credits-header: write it as NAME=VALUE, e.g. x-api-remaining-credits=0");
+  const std::string name = text.substr(0, equals);
+  const std::string value = text.substr(equals + 1);
+  if (!is_token(name)) throw usage_error("--out-of-credits-header: " + quoted(name) + " is not a field name");
+  if (value.find_first_of(std::string_view{"\r\n\0", 3}) != std::string::npos)
+    throw usage_error("--out-of-credits-header: the value contains CR, LF or NUL");
+  return http::permanent_429_when_header(name, value);
+}
+
+http::classifier_extension permanent_5xx_rule(const std::string& pattern) {
+  try {
+    return http::permanent_5xx_when_body_matches(
+        std::regex(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize));
+  } catch (const std::regex_error& error) {
+    throw usage_error("--permanent-5xx-body: not a valid regular expression: " + std::string{error.what()});
+  }
+}
+
+bool has_field(const std::vector<header_field>& headers, std::string_view name) {
+  return std::any_of(headers.begin(), headers.end(),
+                     [&](const header_field& field) { return boost::beast::iequals(field.name, name); });
+}
+
+std::string policy_summary(const coretry::policy& p) {
+  return std::to_string(p.max_attempts) + " attempt" + (p.max_attempts == 1 ? "" : "s") + ", " +
+         describe_duration(p.overall_deadline) + " overall, " + describe_duration(p.attempt_limit) +
+         " per attempt (at least " + describe_duration(p.min_attempt_allowance) + ", " +
+         describe_duration(p.completion_reserve) + " reserve), backoff " + std::string{to_string(p.backoff.jitter)} +
+         " jitter in windows from " + describe_duration(p.backoff.initial_window) + " to " +
+         describe_duration(p.backoff.max_window);
+}
+
+boost::json::object describe_policy(const fetch_plan& plan) {
+  const coretry::policy& p = plan.policy;
+  const auto optional_ms = [](duration d) -> boost::json::value {
+    if (d == duration::zero()) return nullptr;
+    return to_ms(d);
+  };
+  return boost::json::object{{"max_attempts", p.max_attempts},
+                             {"max_time_ms", to_ms(p.overall_deadline)},
+                             {"attempt_timeout_ms", to_ms(p.attempt_limit)},
+                             {"min_attempt_allowance_ms", to_ms(p.min_attempt_allowance)},
+                             {"completion_reserve_ms", to_ms(p.completion_reserve)},
+                             {"backoff_initial_ms", to_ms(p.backoff.initial_window)},
+                             {"backoff_cap_ms", to_ms(p.backoff.max_window)},
+                             {"jitter", to_string(p.backoff.jitter)},
+                             {"connect_timeout_ms", optional_ms(plan.client.connect_timeout)},
+                             {"idle_timeout_ms", optional_ms(plan.client.idle_timeout)}};
+}
+
+std::string_view signal_name(int signal) {
+  switch (signal) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  }
+  return "a signal";
+}
+
+std::string header_line(std::string_view name, std::string_view value) {
+  return std::string{name} + ": " + (is_sensitive_header(name) ? std::string{"[redacted]"} : printable_utf8(value, 200));
+}
+
+/// The -v timeline, and the progress line kept up to date, from one observer.
+class fetch_observer final : public retry_observer {
+public:
+  fetch_observer(timeline* printer, progress_line& progress, unsigned max_attempts)
+      : printer_(printer), progress_(progress), max_attempts_(max_attempts) {}
+
+  void attempt_started(const attempt_started_event& e) noexcept override {
+    try {
+      progress_.attempt_started(e.attempt, max_attempts_);
+    } catch (...) {
+    }
+    if (printer_) printer_->attempt_started(e);
+  }
+  void attempt_finished(const attempt_finished_event& e) noexcept override {
+    if (printer_) printer_->attempt_finished(e);
+  }
+  void backoff_scheduled(const backoff_event& e) noexcept override {
+    try {
+      progress_.waiting(e.wait);
+    } catch (...) {
+    }
+    if (printer_) printer_->backoff_scheduled(e);
+  }
+  void stopped(const stop_event& e) noexcept override {
+    if (printer_) printer_->stopped(e);
+  }
+
+private:
+  timeline* printer_;
+  progress_line& progress_;
+  unsigned max_attempts_;
+};
+
+bool write_stdout(std::string_view content) {
+  return std::fwrite(content.data(), 1, content.size(), stdout) == content.size() && std::fflush(stdout) == 0;
+}
+
+} // namespace
+
+coretry::policy make_policy(const fetch_arguments& args) {
+  coretry::policy p;
+  if (args.max_attempts && args.retry)
+    throw usage_error("--retry and --max-attempts both set the number of attempts; give only one");
+  p.max_attempts = fetch_defaults::max_attempts;
+  if (args.max_attempts) p.max_attempts = parse_count("--max-attempts", *args.max_attempts, 1, fetch_defaults::most_attempts);
+  if (args.retry) p.max_attempts = parse_count("--retry", *args.retry, 0, fetch_defaults::most_attempts - 1) + 1;
+
+  const duration max_time = optional_seconds("--max-time", args.max_time, false).value_or(fetch_defaults::max_time);
+  p.overall_deadline = max_time;
+  p.attempt_limit = optional_seconds("--attempt-timeout", args.attempt_timeout, false)
+                        .value_or(std::min<duration>(fetch_defaults::attempt_timeout, max_time));
+  p.completion_reserve = std::min<duration>(fetch_defaults::completion_reserve, max_time / 10);
+  p.min_attempt_allowance =
+      std::min<duration>({fetch_defaults::min_attempt_allowance, p.attempt_limit, max_time - p.completion_reserve});
+
+  const auto initial = optional_seconds("--backoff-initial", args.backoff_initial, true);
+  const auto cap = optional_seconds("--backoff-cap", args.backoff_cap, true);
+  if (initial && cap && *initial > *cap)
+    throw usage_error("--backoff-initial (" + describe_duration(*initial) + ") is larger than --backoff-cap (" +
+                      describe_duration(*cap) + "); the first window cannot exceed the cap");
+  // Given one of the two, the other follows it rather than contradicting it.
+  p.backoff.initial_window =
+      initial.value_or(cap ? std::min<duration>(fetch_defaults::backoff_initial, *cap) : fetch_defaults::backoff_initial);
+  p.backoff.max_window = cap.value_or(std::max<duration>(fetch_defaults::backoff_cap, p.backoff.initial_window));
+  if (args.jitter) {
+    const auto kind = parse_jitter_kind(*args.jitter);
+    if (!kind)
+      throw usage_error("--jitter: " + quoted(*args.jitter) + " is not one of none, full, equal, decorrelated");
+    p.backoff.jitter = *kind;
+  }
+  // The rules above always produce a valid policy; this guards the rules.
+  if (auto problem = p.validate()) throw usage_error("the timing options give an unusable policy: " + *problem);
+  return p;
+}
+
+fetch_plan make_fetch_plan(const fetch_arguments& args) {
+  fetch_plan plan;
+  check_url(args.url);
+  plan.url = args.url;
+  plan.policy = make_policy(args);
+
+  for (std::size_t i = 0; i < args.headers.size(); ++i) plan.headers.push_back(parse_header(args.headers[i], i + 1));
+
+  std::string method = args.data.empty() ? "GET" : "POST";
+  if (args.method) {
+    if (!is_token(*args.method)) throw usage_error("-X: " + quoted(*args.method) + " is not an HTTP method name");
+    method = *args.method;
+  }
+  plan.request.version(11);
+  plan.request.method_string(method);
+  for (const header_field& field : plan.headers) plan.request.insert(field.name, field.value);
+  if (!args.data.empty()) {
+    plan.request.body() = request_body(args.data);
+    if (!has_field(plan.headers, "Content-Type"))
+      plan.request.set(beast_http::field::content_type, "application/x-www-form-urlencoded");
+  }
+
+  if (args.idempotency_key) {
+    if (has_field(plan.headers, "Idempotency-Key"))
+      throw usage_error("--idempotency-key and -H 'Idempotency-Key: ...' both give a key; give only one");
+    plan.idempotency_key = checked_idempotency_key(*args.idempotency_key);
+  }
+
+  plan.client.connect_timeout = optional_seconds("--connect-timeout", args.connect_timeout, true).value_or(duration::zero());
+  plan.client.idle_timeout = optional_seconds("--idle-timeout", args.idle_timeout, true).value_or(duration::zero());
+  if (args.cacert) {
+    if (::access(args.cacert->c_str(), R_OK) != 0)
+      throw usage_error("--cacert: cannot read " + quoted(*args.cacert) + ": " + std::strerror(errno));
+    plan.client.ca_file = *args.cacert;
+  }
+
+  if (args.out_of_credits_header) plan.classifiers.push_back(out_of_credits_rule(*args.out_of_credits_header));
+  if (args.permanent_5xx_body) plan.classifiers.push_back(permanent_5xx_rule(*args.permanent_5xx_body));
+
+  plan.output = args.output;
+  plan.verbose = args.verbose;
+  plan.json = args.json;
+  // The timeline already shows progress; two writers on one line garble it.
+  plan.progress = !args.no_progress && !args.verbose;
+  return plan;
+}
+
+int run_fetch(const fetch_plan& plan) {
+  // Created first: an unusable -o is bad input, found before anything is sent.
+  std::optional<output_file> output;
+  if (plan.output) output.emplace(*plan.output);
+
+  asio::io_context io{1};
+  // The client, its operations and the signal handler share one strand, so
+  // cancellation is emitted from the operation's own executor.
+  const asio::any_io_executor strand = asio::make_strand(io);
+  std::optional<http::client> client;
+  try {
+    client.emplace(strand, plan.client);
+  } catch (const std::invalid_argument& error) {
+    throw usage_error(error.what());
+  }
+
+  const auto parsed_url = boost::urls::parse_uri(plan.url);
+  const std::string label = std::string{plan.request.method_string()} + " " + std::string{parsed_url->encoded_host()};
+  progress_line progress(strand, stderr, plan.progress && ::isatty(STDERR_FILENO) == 1, label);
+  attempt_details details;
+  std::optional<timeline> printer;
+  if (plan.verbose) printer.emplace(stderr, "* ", plan.policy.max_attempts, details, [&progress] { progress.clear(); });
+  fetch_observer observer(printer ? &*printer : nullptr, progress, plan.policy.max_attempts);
+
+  http::request_options options;
+  options.policy = plan.policy;
+  options.route = "fetch";
+  options.idempotency_key = plan.idempotency_key;
+  options.observer = &observer;
+  options.classifiers.push_back(details.watcher()); // first: it sees every attempt
+  options.classifiers.insert(options.classifiers.end(), plan.classifiers.begin(), plan.classifiers.end());
+
+  if (plan.verbose) {
+    std::fprintf(stderr, "* %s %s\n", std::string{plan.request.method_string()}.c_str(), redact_url(plan.url).c_str());
+    std::fprintf(stderr, "* policy: %s\n", policy_summary(plan.policy).c_str());
+    for (const header_field& field : plan.headers) std::fprintf(stderr, "> %s\n", header_line(field.name, field.value).c_str());
+    if (plan.idempotency_key) std::fprintf(stderr, "> Idempotency-Key: %s\n", plan.idempotency_key->c_str());
+    if (!plan.request.body().empty()) std::fprintf(stderr, "> (%zu bytes of body)\n", plan.request.body().size());
+  }
+
+  asio::signal_set signals(strand, SIGINT, SIGTERM);
+  asio::cancellation_signal cancel;
+  std::optional<http::result> result;
+  std::exception_ptr internal_error;
+  int interrupted_by = 0;
+
+  try {
+    client->async_send(plan.url, plan.request, options,
+                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, http::result r) {
+                         internal_error = std::move(e);
+                         result = std::move(r);
+                         signals.cancel();
+                         progress.stop();
+                       }));
+  } catch (const std::invalid_argument& error) {
+    throw usage_error(error.what()); // refused before anything was sent
+  }
+
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& error,
+                                                                              int signal) {
+    if (error) return;
+    if (interrupted_by == 0) {
+      interrupted_by = signal;
+      progress.clear();
+      if (plan.verbose) std::fprintf(stderr, "* %s: cancelling\n", std::string{signal_name(signal)}.c_str());
+      cancel.emit(asio::cancellation_type::terminal);
+      signals.async_wait(on_signal);
+      return;
+    }
+    // A second signal: the user will not wait for the cancellation to finish.
+    if (output) output->discard();
+    std::_Exit(exit_status::cancelled);
+  };
+  signals.async_wait(on_signal);
+  progress.start();
+  io.run();
+
+  if (internal_error) {
+    try {
+      std::rethrow_exception(internal_error);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "coretry fetch: internal error: %s\n", error.what());
+    } catch (...) {
+      std::fprintf(stderr, "coretry fetch: internal error\n");
+    }
+    return exit_status::failure;
+  }
+
+  const http::response* response = result->value && result->value->res ? &*result->value->res : nullptr;
+  if (plan.verbose && response) {
+    std::fprintf(stderr, "< HTTP/%u.%u %u %s\n", response->version() / 10, response->version() % 10,
+                 response->result_int(), printable_utf8(response->reason(), 60).c_str());
+    for (const auto& field : *response)
+      std::fprintf(stderr, "< %s\n", header_line(field.name_string(), field.value()).c_str());
+  }
+
+  int status = exit_status::for_stop(result->reason);
+  if (result->succeeded()) {
+    try {
+      if (output) output->commit(response->body());
+      else if (!plan.json && !write_stdout(response->body())) throw std::runtime_error("cannot write to stdout");
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "coretry fetch: %s\n", error.what());
+      status = exit_status::failure;
+    }
+  } else {
+    if (output) output->discard();
+    std::string line = describe_failure(*result, details);
+    if (interrupted_by) line += " (" + std::string{signal_name(interrupted_by)} + ")";
+    std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
+  }
+
+  if (plan.json) {
+    boost::json::object json = describe_outcome(*result, details);
+    json["exit_status"] = status;
+    json["method"] = std::string{plan.request.method_string()};
+    json["url"] = redact_url(plan.url);
+    json["idempotency_key"] = plan.idempotency_key ? boost::json::value(*plan.idempotency_key) : nullptr;
+    json["interrupted_by"] = interrupted_by ? boost::json::value(signal_name(interrupted_by)) : nullptr;
+    json["policy"] = describe_policy(plan);
+    if (!write_stdout(boost::json::serialize(json) + "\n")) {
+      std::fprintf(stderr, "coretry fetch: cannot write to stdout\n");
+      if (status == exit_status::success) status = exit_status::failure;
+    }
+  }
+  return status;
+}
+
+} // namespace coretry::cli

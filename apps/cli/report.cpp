@@ -1,0 +1,174 @@
+#include "cli/report.hpp"
+
+#include "cli/command_line.hpp"
+
+#include <boost/beast/http/field.hpp>
+#include <boost/json/array.hpp>
+
+namespace coretry::cli {
+namespace {
+
+std::string plural(unsigned count, std::string_view noun) {
+  return std::to_string(count) + " " + std::string{noun} + (count == 1 ? "" : "s");
+}
+
+boost::json::value text_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return boost::json::string{printable_utf8(text, 1000)};
+}
+
+} // namespace
+
+std::string_view to_string(attempt_status status) noexcept {
+  switch (status) {
+  case attempt_status::success: return "success";
+  case attempt_status::transient: return "transient";
+  case attempt_status::permanent: return "permanent";
+  }
+  return "invalid";
+}
+
+std::string_view to_string(delivery delivered) noexcept {
+  switch (delivered) {
+  case delivery::unknown: return "unknown";
+  case delivery::never_sent: return "never_sent";
+  case delivery::answered: return "answered";
+  }
+  return "invalid";
+}
+
+timeline::timeline(std::FILE* out, std::string prefix, unsigned max_attempts, const attempt_details& details,
+                   std::function<void()> before_line)
+    : out_(out), prefix_(std::move(prefix)), max_attempts_(max_attempts), details_(details),
+      before_line_(std::move(before_line)) {}
+
+void timeline::line(duration at, const std::string& text) noexcept {
+  try {
+    if (before_line_) before_line_();
+    std::fprintf(out_, "%s%9.1f ms  %s\n", prefix_.c_str(), to_ms(at), text.c_str());
+    std::fflush(out_);
+  } catch (...) {
+    // An observer must not throw; losing a line of output is the lesser harm.
+  }
+}
+
+void timeline::attempt_started(const attempt_started_event& e) noexcept {
+  try {
+    line(e.at, "attempt " + std::to_string(e.attempt) + " of " + std::to_string(max_attempts_) +
+                   " starts, allowance " + describe_duration(e.allowance));
+  } catch (...) {
+  }
+}
+
+void timeline::attempt_finished(const attempt_finished_event& e) noexcept {
+  try {
+    const attempt_record& record = e.record;
+    std::string text = "attempt " + std::to_string(record.number) + " ends: " +
+                       describe_attempt_result(record, details_.find(record.number)) + " -> " +
+                       std::string{record.classified.category} + ", " +
+                       std::string{to_string(record.classified.status)};
+    if (record.classified.status == attempt_status::transient && record.classified.delivered == delivery::unknown)
+      text += " (the server may have acted on it)";
+    line(record.end, text);
+  } catch (...) {
+  }
+}
+
+void timeline::backoff_scheduled(const backoff_event& e) noexcept {
+  try {
+    const std::string source = e.source == wait_source::server ? "the server's Retry-After" : "local backoff";
+    line(e.at, "waiting " + describe_duration(e.wait) + " before attempt " + std::to_string(e.next_attempt) + " (" +
+                   source + ")");
+  } catch (...) {
+  }
+}
+
+void timeline::stopped(const stop_event& e) noexcept {
+  try {
+    line(e.at, "stop: " + std::string{coretry::to_string(e.reason)} + " after " + plural(e.attempts, "attempt") +
+                   ", " + describe_duration(e.total_backoff) + " of backoff");
+  } catch (...) {
+  }
+}
+
+std::string describe_attempt_result(const attempt_record& record, const attempt_detail* detail) {
+  if (detail && detail->status) {
+    std::string text = "HTTP " + std::to_string(*detail->status);
+    if (!detail->reason.empty()) text += " " + printable_utf8(detail->reason, 60);
+    if (detail->retry_after) text += ", Retry-After: " + *detail->retry_after;
+    if (!detail->problem.empty()) text += ": " + printable_utf8(detail->problem, 200);
+    return text;
+  }
+  const std::string where = detail ? " while " + std::string{detail->reached} : "";
+  if (record.error) return record.error.message() + where;
+  if (detail && !detail->error.empty()) return detail->error + where;
+  if (detail && !detail->problem.empty()) return printable_utf8(detail->problem, 200);
+  return "no response";
+}
+
+std::string describe_failure(const http::result& result, const attempt_details& details) {
+  std::string text = std::string{coretry::to_string(result.reason)} + " after " +
+                     plural(result.attempts, "attempt") + " in " + describe_duration(result.elapsed);
+  if (!result.records.empty()) {
+    const attempt_record& last = result.records.back();
+    text += "; last: " + describe_attempt_result(last, details.find(last.number)) + " (" +
+            std::string{last.classified.category} + ")";
+  }
+  return text;
+}
+
+boost::json::object describe_outcome(const http::result& result, const attempt_details& details) {
+  boost::json::object json;
+  json["stop_reason"] = coretry::to_string(result.reason);
+  json["succeeded"] = result.succeeded();
+  json["attempts"] = result.attempts;
+
+  const http::response* response = result.value && result.value->res ? &*result.value->res : nullptr;
+  json["status"] = response ? boost::json::value(response->result_int()) : nullptr;
+  json["category"] = result.records.empty() ? boost::json::value(nullptr)
+                                            : boost::json::value(result.records.back().classified.category);
+  json["elapsed_ms"] = to_ms(result.elapsed);
+  json["total_backoff_ms"] = to_ms(result.total_backoff);
+  const attempt_detail* last = result.records.empty() ? nullptr : details.find(result.records.back().number);
+  json["error"] = last ? text_or_null(last->error) : nullptr;
+  json["problem"] = last ? text_or_null(last->problem) : nullptr;
+  if (response) {
+    json["body_bytes"] = response->body().size();
+    json["body_start"] = printable_utf8(response->body(), attempt_details::body_start_limit);
+    const auto type = response->find(boost::beast::http::field::content_type);
+    json["content_type"] = type == response->end() ? boost::json::value(nullptr)
+                                                   : boost::json::value(printable_utf8(type->value(), 200));
+  } else {
+    json["body_bytes"] = nullptr;
+    json["body_start"] = nullptr;
+    json["content_type"] = nullptr;
+  }
+
+  boost::json::array log;
+  for (const attempt_record& record : result.records) {
+    const attempt_detail* detail = details.find(record.number);
+    boost::json::object entry;
+    entry["attempt"] = record.number;
+    entry["status"] = detail && detail->status ? boost::json::value(*detail->status) : nullptr;
+    entry["category"] = record.classified.category;
+    entry["verdict"] = to_string(record.classified.status);
+    entry["delivery"] = to_string(record.classified.delivered);
+    entry["wait_before_ms"] = to_ms(record.wait_before);
+    entry["wait_source"] = coretry::to_string(record.wait_from);
+    entry["start_ms"] = to_ms(record.start);
+    entry["end_ms"] = to_ms(record.end);
+    entry["allowance_ms"] = to_ms(record.allowance);
+    entry["server_delay_ms"] =
+        record.classified.server_delay ? boost::json::value(to_ms(*record.classified.server_delay)) : nullptr;
+    entry["retry_after"] = detail && detail->retry_after ? boost::json::value(*detail->retry_after) : nullptr;
+    entry["error"] = detail ? text_or_null(detail->error) : nullptr;
+    entry["problem"] = detail ? text_or_null(detail->problem) : nullptr;
+    entry["reached"] = detail ? boost::json::value(detail->reached) : nullptr;
+    entry["reused_connection"] = detail ? boost::json::value(detail->reused_connection) : nullptr;
+    log.push_back(std::move(entry));
+  }
+  json["attempt_log"] = std::move(log);
+  return json;
+}
+
+} // namespace coretry::cli

@@ -1,0 +1,62 @@
+#ifndef CORETRY_CLI_REPORT_HPP
+#define CORETRY_CLI_REPORT_HPP
+
+#include "cli/attempt_details.hpp"
+
+#include <coretry/http/client.hpp>
+#include <coretry/observer.hpp>
+
+#include <boost/json/object.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+// How an operation is shown: as it happens (a timeline), and once it is over
+// (a one-line summary, or one JSON object).
+namespace coretry::cli {
+
+/// Prints each attempt, its allowance and its result, and each wait with its
+/// length and source, as the engine reports them.
+class timeline final : public retry_observer {
+public:
+  /// Lines go to `out`, each after `prefix`; `details` supplies each
+  /// attempt's HTTP status. `before_line` runs before every line (to clear a
+  /// progress indicator off the terminal).
+  timeline(std::FILE* out, std::string prefix, unsigned max_attempts, const attempt_details& details,
+           std::function<void()> before_line = {});
+
+  void attempt_started(const attempt_started_event& e) noexcept override;
+  void attempt_finished(const attempt_finished_event& e) noexcept override;
+  void backoff_scheduled(const backoff_event& e) noexcept override;
+  void stopped(const stop_event& e) noexcept override;
+
+private:
+  void line(duration at, const std::string& text) noexcept;
+
+  std::FILE* out_;
+  std::string prefix_;
+  unsigned max_attempts_;
+  const attempt_details& details_;
+  std::function<void()> before_line_;
+};
+
+/// "HTTP 502 Bad Gateway" or "attempt timed out while reading": what an
+/// attempt produced, without its classification.
+std::string describe_attempt_result(const attempt_record& record, const attempt_detail* detail);
+
+/// "transient", "permanent" or "success".
+std::string_view to_string(attempt_status status) noexcept;
+/// "unknown", "never_sent" or "answered".
+std::string_view to_string(delivery delivered) noexcept;
+
+/// One line for a failed operation: the stop reason, the attempts, the time
+/// and the last status or failure category.
+std::string describe_failure(const http::result& result, const attempt_details& details);
+
+/// Everything about an operation's outcome, for --json.
+boost::json::object describe_outcome(const http::result& result, const attempt_details& details);
+
+} // namespace coretry::cli
+
+#endif

@@ -126,7 +126,13 @@ bool is_sensitive_header(std::string_view name) {
 
 std::string redact_url(std::string_view text) {
   auto parsed = boost::urls::parse_uri_reference(text);
-  if (!parsed) return "(unparsable URL)";
+  if (!parsed) {
+    // Still shown, for the error that names it, without what could be a
+    // password (before an '@') or a key (in the query).
+    std::string shown{text.substr(0, text.find_first_of("?#"))};
+    if (const auto at = shown.rfind('@'); at != std::string::npos) shown = "REDACTED" + shown.substr(at);
+    return shown;
+  }
   boost::urls::url url{*parsed};
   if (url.has_userinfo()) url.set_userinfo("REDACTED");
   if (url.has_query()) {
@@ -156,16 +162,23 @@ std::string percent_encode(std::string_view text) {
   return encoded;
 }
 
-double to_ms(duration d) {
-  return std::round(std::chrono::duration<double, std::micro>(d).count()) / 1000.0;
-}
+double to_ms(duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+std::int64_t whole_ms(duration d) { return std::llround(to_ms(d)); }
 
 std::string describe_duration(duration d) {
   const double ms = std::chrono::duration<double, std::milli>(d).count();
   std::array<char, 32> text{};
-  if (ms < 1000.0) std::snprintf(text.data(), text.size(), "%.0f ms", ms);
-  else std::snprintf(text.data(), text.size(), "%.2f s", ms / 1000.0);
-  return text.data();
+  if (ms < 1000.0) {
+    std::snprintf(text.data(), text.size(), "%.0f ms", ms);
+    return text.data();
+  }
+  std::snprintf(text.data(), text.size(), "%.2f", ms / 1000.0);
+  std::string seconds = text.data();
+  // "30 s" and "1.5 s" rather than "30.00 s" and "1.50 s".
+  while (seconds.back() == '0') seconds.pop_back();
+  if (seconds.back() == '.') seconds.pop_back();
+  return seconds + " s";
 }
 
 } // namespace coretry::cli

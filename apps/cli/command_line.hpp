@@ -4,6 +4,7 @@
 #include <coretry/policy.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -54,8 +55,10 @@ std::string redact_url(std::string_view url);
 /// value can sit anywhere in a query, fault-server scripts included.
 std::string percent_encode(std::string_view text);
 
-/// Milliseconds of a duration, as a JSON-friendly number with microsecond precision.
+/// Milliseconds of a duration, for printing with a chosen precision.
 double to_ms(duration d);
+/// Rounded to whole milliseconds: JSON numbers without exponents.
+std::int64_t whole_ms(duration d);
 
 /// "250 ms", "1.04 s": for people.
 std::string describe_duration(duration d);

@@ -211,8 +211,8 @@ private:
   }
   static std::string retried_text(const http::result& r) {
     if (r.attempts > 1) return "Yes, after " + describe_duration(r.records[1].wait_before);
-    if (r.records.empty()) return "No";
-    return "No (" + std::string{coretry::to_string(r.reason)} + ": " + std::string{r.records.back().classified.category} + ")";
+    if (r.records.empty() || r.reason != stop_reason::rejected) return "No (" + std::string{coretry::to_string(r.reason)} + ")";
+    return "No (" + std::string{r.records.back().classified.category} + ")";
   }
 
   // A failure the client must not repeat: one attempt, the expected status.
@@ -242,12 +242,12 @@ private:
     rows.push_back(refused_case(
         "no-key", "No API key",
         step(401, {{"header", json_type},
-                   {"body", R"({"status":"error","error":"unauthorized","message":"Send your API key in the x-api-key header."})"}}),
+                   {"body", R"({"status":"error","error":"unauthorized","message":"Put your key in the x-api-key header."})"}}),
         401));
-    rows.push_back(refused_case("typo-param", "Parameter misspelled (emial=)",
+    rows.push_back(refused_case("typo-param", "Misspelled param (emial=)",
                                 step(400, {{"header", json_type}, {"body", R"({"missing":["email"]})"}}), 400));
     rows.push_back(refused_case(
-        "typo-api", "API name misspelled (emailvalidatr)",
+        "typo-api", "Misspelled API name",
         step(404, {{"header", json_type}, {"body", R"({"status":"error","error":"Unknown API 'emailvalidatr'"})"}}),
         404));
     rows.push_back(refused_case(
@@ -302,8 +302,8 @@ private:
       flaky_note_ = "  (the 429/502/200 operation did not run as scripted: " + describe_failure(r, details) + ")\n";
       return {};
     }
-    flaky_note_ = "  Rows 6 and 7 are attempts 1 and 2 of one GET; attempt 3 got 200 " + attempts[2].body_start +
-                  ". Their Elapsed is when the retry went out;\n  the whole operation took " +
+    flaky_note_ = "  Rows 6 and 7 are attempts 1 and 2 of one GET, whose attempt 3 got 200 " + attempts[2].body_start +
+                  ";\n  their Elapsed is when the retry went out. The whole operation took " +
                   milliseconds(r.elapsed) + ".\n";
     const auto row = [&](std::size_t i, std::string label) {
       return table_row{{"", std::move(label), std::to_string(*attempts[i].status), summarize_body(attempts[i].body_start),

@@ -7,9 +7,11 @@
 #include "cli/report.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
@@ -20,7 +22,9 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <regex>
 
 #include <unistd.h>
@@ -54,7 +58,8 @@ void check_url(const std::string& url) {
   if (!parsed->has_authority() || parsed->encoded_host().empty()) throw usage_error("URL " + shown + " has no host");
   if (parsed->has_port()) {
     const std::string_view port = parsed->port();
-    const bool valid = !port.empty() && port.size() <= 5 && parsed->port_number() != 0;
+    const bool valid = !port.empty() && port.size() <= 5 && std::stoul(std::string{port}) >= 1 &&
+                       std::stoul(std::string{port}) <= 65535;
     if (!valid) throw usage_error("URL " + shown + ": the port must be a number from 1 to 65535");
   }
 }
@@ -84,6 +89,17 @@ std::string request_body(const std::vector<std::string>& data) {
     body += item.starts_with('@') ? read_data_file(item.substr(1)) : item;
   }
   return body;
+}
+
+// Loaded once here so that a wrong file is bad input: at handshake time it
+// would look like a transient TLS failure and be retried.
+void check_ca_file(const std::string& path) {
+  if (::access(path.c_str(), R_OK) != 0)
+    throw usage_error("--cacert: cannot read " + quoted(path) + ": " + std::strerror(errno));
+  asio::ssl::context context(asio::ssl::context::tls_client);
+  boost::system::error_code error;
+  context.load_verify_file(path, error);
+  if (error) throw usage_error("--cacert: " + quoted(path) + " holds no PEM certificate (" + error.message() + ")");
 }
 
 std::string checked_idempotency_key(const std::string& key) {
@@ -133,15 +149,15 @@ boost::json::object describe_policy(const fetch_plan& plan) {
   const coretry::policy& p = plan.policy;
   const auto optional_ms = [](duration d) -> boost::json::value {
     if (d == duration::zero()) return nullptr;
-    return to_ms(d);
+    return whole_ms(d);
   };
   return boost::json::object{{"max_attempts", p.max_attempts},
-                             {"max_time_ms", to_ms(p.overall_deadline)},
-                             {"attempt_timeout_ms", to_ms(p.attempt_limit)},
-                             {"min_attempt_allowance_ms", to_ms(p.min_attempt_allowance)},
-                             {"completion_reserve_ms", to_ms(p.completion_reserve)},
-                             {"backoff_initial_ms", to_ms(p.backoff.initial_window)},
-                             {"backoff_cap_ms", to_ms(p.backoff.max_window)},
+                             {"max_time_ms", whole_ms(p.overall_deadline)},
+                             {"attempt_timeout_ms", whole_ms(p.attempt_limit)},
+                             {"min_attempt_allowance_ms", whole_ms(p.min_attempt_allowance)},
+                             {"completion_reserve_ms", whole_ms(p.completion_reserve)},
+                             {"backoff_initial_ms", whole_ms(p.backoff.initial_window)},
+                             {"backoff_cap_ms", whole_ms(p.backoff.max_window)},
                              {"jitter", to_string(p.backoff.jitter)},
                              {"connect_timeout_ms", optional_ms(plan.client.connect_timeout)},
                              {"idle_timeout_ms", optional_ms(plan.client.idle_timeout)}};
@@ -194,6 +210,39 @@ private:
 
 bool write_stdout(std::string_view content) {
   return std::fwrite(content.data(), 1, content.size(), stdout) == content.size() && std::fflush(stdout) == 0;
+}
+
+/// -v: what is about to be sent, credentials redacted.
+void print_request(const fetch_plan& plan) {
+  std::fprintf(stderr, "* %s %s\n", std::string{plan.request.method_string()}.c_str(), redact_url(plan.url).c_str());
+  std::fprintf(stderr, "* policy: %s\n", policy_summary(plan.policy).c_str());
+  // The fields as given and as derived from -d; the client adds Host,
+  // User-Agent and Content-Length.
+  for (const auto& field : plan.request)
+    std::fprintf(stderr, "> %s\n", header_line(field.name_string(), field.value()).c_str());
+  if (plan.idempotency_key) std::fprintf(stderr, "> Idempotency-Key: %s\n", plan.idempotency_key->c_str());
+  if (!plan.request.body().empty()) std::fprintf(stderr, "> (%zu bytes of body)\n", plan.request.body().size());
+}
+
+/// -v: the last response's status line and fields, credentials redacted.
+void print_response(const http::response& response) {
+  std::fprintf(stderr, "< HTTP/%u.%u %u %s\n", response.version() / 10, response.version() % 10,
+               response.result_int(), printable_utf8(response.reason(), 60).c_str());
+  for (const auto& field : response)
+    std::fprintf(stderr, "< %s\n", header_line(field.name_string(), field.value()).c_str());
+}
+
+/// --json: the outcome, and what this command asked for.
+boost::json::object outcome_json(const fetch_plan& plan, const http::result& result, const attempt_details& details,
+                                 int status, int interrupted_by) {
+  boost::json::object json = describe_outcome(result, details);
+  json["exit_status"] = status;
+  json["method"] = std::string{plan.request.method_string()};
+  json["url"] = redact_url(plan.url);
+  json["idempotency_key"] = plan.idempotency_key ? boost::json::value(*plan.idempotency_key) : nullptr;
+  json["interrupted_by"] = interrupted_by ? boost::json::value(signal_name(interrupted_by)) : nullptr;
+  json["policy"] = describe_policy(plan);
+  return json;
 }
 
 } // namespace
@@ -265,15 +314,14 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
   plan.client.connect_timeout = optional_seconds("--connect-timeout", args.connect_timeout, true).value_or(duration::zero());
   plan.client.idle_timeout = optional_seconds("--idle-timeout", args.idle_timeout, true).value_or(duration::zero());
   if (args.cacert) {
-    if (::access(args.cacert->c_str(), R_OK) != 0)
-      throw usage_error("--cacert: cannot read " + quoted(*args.cacert) + ": " + std::strerror(errno));
+    check_ca_file(*args.cacert);
     plan.client.ca_file = *args.cacert;
   }
 
   if (args.out_of_credits_header) plan.classifiers.push_back(out_of_credits_rule(*args.out_of_credits_header));
   if (args.permanent_5xx_body) plan.classifiers.push_back(permanent_5xx_rule(*args.permanent_5xx_body));
 
-  plan.output = args.output;
+  if (args.output && *args.output != "-") plan.output = args.output; // curl's "-o -" is stdout
   plan.verbose = args.verbose;
   plan.json = args.json;
   // The timeline already shows progress; two writers on one line garble it.
@@ -313,13 +361,7 @@ int run_fetch(const fetch_plan& plan) {
   options.classifiers.push_back(details.watcher()); // first: it sees every attempt
   options.classifiers.insert(options.classifiers.end(), plan.classifiers.begin(), plan.classifiers.end());
 
-  if (plan.verbose) {
-    std::fprintf(stderr, "* %s %s\n", std::string{plan.request.method_string()}.c_str(), redact_url(plan.url).c_str());
-    std::fprintf(stderr, "* policy: %s\n", policy_summary(plan.policy).c_str());
-    for (const header_field& field : plan.headers) std::fprintf(stderr, "> %s\n", header_line(field.name, field.value).c_str());
-    if (plan.idempotency_key) std::fprintf(stderr, "> Idempotency-Key: %s\n", plan.idempotency_key->c_str());
-    if (!plan.request.body().empty()) std::fprintf(stderr, "> (%zu bytes of body)\n", plan.request.body().size());
-  }
+  if (plan.verbose) print_request(plan);
 
   asio::signal_set signals(strand, SIGINT, SIGTERM);
   asio::cancellation_signal cancel;
@@ -328,13 +370,16 @@ int run_fetch(const fetch_plan& plan) {
   int interrupted_by = 0;
 
   try {
+    // Bound to the strand too, so the operation runs on it whichever of its
+    // executor and the handler's the engine takes its strand from.
     client->async_send(plan.url, plan.request, options,
-                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, http::result r) {
-                         internal_error = std::move(e);
-                         result = std::move(r);
-                         signals.cancel();
-                         progress.stop();
-                       }));
+                       asio::bind_cancellation_slot(
+                           cancel.slot(), asio::bind_executor(strand, [&](std::exception_ptr e, http::result r) {
+                             internal_error = std::move(e);
+                             result = std::move(r);
+                             signals.cancel();
+                             progress.stop();
+                           })));
   } catch (const std::invalid_argument& error) {
     throw usage_error(error.what()); // refused before anything was sent
   }
@@ -357,6 +402,9 @@ int run_fetch(const fetch_plan& plan) {
   signals.async_wait(on_signal);
   progress.start();
   io.run();
+  // The signal set stays registered while the body is written: a Ctrl-C now
+  // is held back for the few milliseconds that takes rather than killing the
+  // program between writing the temporary file and renaming it.
 
   if (internal_error) {
     try {
@@ -370,12 +418,7 @@ int run_fetch(const fetch_plan& plan) {
   }
 
   const http::response* response = result->value && result->value->res ? &*result->value->res : nullptr;
-  if (plan.verbose && response) {
-    std::fprintf(stderr, "< HTTP/%u.%u %u %s\n", response->version() / 10, response->version() % 10,
-                 response->result_int(), printable_utf8(response->reason(), 60).c_str());
-    for (const auto& field : *response)
-      std::fprintf(stderr, "< %s\n", header_line(field.name_string(), field.value()).c_str());
-  }
+  if (plan.verbose && response) print_response(*response);
 
   int status = exit_status::for_stop(result->reason);
   if (result->succeeded()) {
@@ -388,23 +431,14 @@ int run_fetch(const fetch_plan& plan) {
     }
   } else {
     if (output) output->discard();
-    std::string line = describe_failure(*result, details);
-    if (interrupted_by) line += " (" + std::string{signal_name(interrupted_by)} + ")";
+    const std::string line =
+        describe_failure(*result, details, interrupted_by ? signal_name(interrupted_by) : std::string_view{});
     std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
   }
 
-  if (plan.json) {
-    boost::json::object json = describe_outcome(*result, details);
-    json["exit_status"] = status;
-    json["method"] = std::string{plan.request.method_string()};
-    json["url"] = redact_url(plan.url);
-    json["idempotency_key"] = plan.idempotency_key ? boost::json::value(*plan.idempotency_key) : nullptr;
-    json["interrupted_by"] = interrupted_by ? boost::json::value(signal_name(interrupted_by)) : nullptr;
-    json["policy"] = describe_policy(plan);
-    if (!write_stdout(boost::json::serialize(json) + "\n")) {
-      std::fprintf(stderr, "coretry fetch: cannot write to stdout\n");
-      if (status == exit_status::success) status = exit_status::failure;
-    }
+  if (plan.json && !write_stdout(boost::json::serialize(outcome_json(plan, *result, details, status, interrupted_by)) + "\n")) {
+    std::fprintf(stderr, "coretry fetch: cannot write to stdout\n");
+    if (status == exit_status::success) status = exit_status::failure;
   }
   return status;
 }

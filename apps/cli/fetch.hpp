@@ -67,7 +67,7 @@ coretry::policy make_policy(const fetch_arguments& args);
 struct fetch_plan {
   std::string url;
   http::request request;
-  std::vector<header_field> headers; ///< as given, for -v (credentials are redacted there)
+  std::vector<header_field> headers; ///< the -H fields as given (also in `request`)
   coretry::policy policy;
   http::client_options client;
   std::optional<std::string> idempotency_key;

@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <exception>
 #include <string>
 
@@ -149,6 +151,23 @@ constexpr const char* demo_footer = R"(EXIT STATUS
 EXAMPLE
   coretry demo)";
 
+/// CLI11's layout, with a long description (a man page's NAME and
+/// DESCRIPTION) on each command's own help page, while the list of
+/// subcommands keeps their one-line summaries.
+class man_page_formatter final : public CLI::Formatter {
+public:
+  void describe(const CLI::App* app, std::string text) { long_descriptions_[app] = std::move(text); }
+
+  std::string make_description(const CLI::App* app) const override {
+    const auto found = long_descriptions_.find(app);
+    if (found == long_descriptions_.end()) return CLI::Formatter::make_description(app);
+    return found->second + "\n\n";
+  }
+
+private:
+  std::map<const CLI::App*, std::string> long_descriptions_;
+};
+
 // Stores an option's text only when given, so "not given" stays distinct from any value.
 CLI::Option* text_option(CLI::App& app, const std::string& names, std::optional<std::string>& into,
                          const std::string& help, const std::string& type, const std::string& group) {
@@ -159,11 +178,11 @@ CLI::Option* text_option(CLI::App& app, const std::string& names, std::optional<
       ->group(group);
 }
 
-void add_fetch(CLI::App& app, coretry::cli::fetch_arguments& args) {
+void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch_arguments& args) {
   CLI::App& fetch = *app.add_subcommand("fetch", "send one HTTP request with retries (curl-like)");
-  fetch.description(fetch_description);
+  formatter.describe(&fetch, fetch_description);
   fetch.footer(fetch_footer);
-  fetch.add_option("url", args.url, "http:// or https:// URL to request")->required()->type_name("URL");
+  fetch.add_option("URL", args.url, "http:// or https:// URL to request")->required()->type_name("");
 
   const std::string request = "Request";
   text_option(fetch, "-X,--request", args.method, "method (default GET, or POST with -d)", "METHOD", request);
@@ -188,7 +207,7 @@ void add_fetch(CLI::App& app, coretry::cli::fetch_arguments& args) {
   text_option(fetch, "--cacert", args.cacert, "also trust the CA certificates in FILE (PEM)", "FILE", request);
 
   const std::string output = "Output";
-  text_option(fetch, "-o,--output", args.output, "write the body to FILE instead of stdout,\nonly on success", "FILE",
+  text_option(fetch, "-o,--output", args.output, "write the body to FILE instead of stdout (- is\nstdout), only on success", "FILE",
               output);
   fetch.add_flag("-v,--verbose", args.verbose, "print the request and the retry timeline to\nstderr as it happens")
       ->group(output);
@@ -235,9 +254,9 @@ void add_fetch(CLI::App& app, coretry::cli::fetch_arguments& args) {
               "REGEX", permanent);
 }
 
-void add_faults(CLI::App& app, coretry::cli::faults_arguments& args) {
+void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faults_arguments& args) {
   CLI::App& faults = *app.add_subcommand("faults", "run the fault-injection HTTP server");
-  faults.description(faults_description);
+  formatter.describe(&faults, faults_description);
   faults.footer(faults_footer);
   faults.add_option("--listen", args.listen, "address to serve on; IPv6 as [ADDRESS]:PORT;\nport 0 picks a free one")
       ->type_name("IP:PORT")
@@ -258,18 +277,22 @@ std::string one_line(std::string text) {
 } // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{program_description, "coretry"};
-  app.get_formatter()->column_width(36);
+  CLI::App app{"", "coretry"};
+  // Set before the subcommands are added: they share their parent's formatter.
+  const auto formatter = std::make_shared<man_page_formatter>();
+  formatter->column_width(36);
+  formatter->describe(&app, program_description);
+  app.formatter(formatter);
   app.footer(program_footer);
   app.set_version_flag("--version", "coretry " CORETRY_VERSION);
   app.require_subcommand(1);
 
   coretry::cli::fetch_arguments fetch_args;
   coretry::cli::faults_arguments faults_args;
-  add_fetch(app, fetch_args);
-  add_faults(app, faults_args);
+  add_fetch(app, *formatter, fetch_args);
+  add_faults(app, *formatter, faults_args);
   CLI::App& demo = *app.add_subcommand("demo", "replay the specification's failures against an\nin-process fault server");
-  demo.description(demo_description);
+  formatter->describe(&demo, demo_description);
   demo.footer(demo_footer);
 
   try {

@@ -68,7 +68,7 @@ void timeline::attempt_finished(const attempt_finished_event& e) noexcept {
                        std::string{record.classified.category} + ", " +
                        std::string{to_string(record.classified.status)};
     if (record.classified.status == attempt_status::transient && record.classified.delivered == delivery::unknown)
-      text += " (the server may have acted on it)";
+      text += " (may have reached the server)";
     line(record.end, text);
   } catch (...) {
   }
@@ -106,8 +106,8 @@ std::string describe_attempt_result(const attempt_record& record, const attempt_
   return "no response";
 }
 
-std::string describe_failure(const http::result& result, const attempt_details& details) {
-  std::string text = std::string{coretry::to_string(result.reason)} + " after " +
+std::string describe_failure(const http::result& result, const attempt_details& details, std::string_view cause) {
+  std::string text = std::string{coretry::to_string(result.reason)} + (cause.empty() ? "" : " by " + std::string{cause}) + " after " +
                      plural(result.attempts, "attempt") + " in " + describe_duration(result.elapsed);
   if (!result.records.empty()) {
     const attempt_record& last = result.records.back();
@@ -127,8 +127,8 @@ boost::json::object describe_outcome(const http::result& result, const attempt_d
   json["status"] = response ? boost::json::value(response->result_int()) : nullptr;
   json["category"] = result.records.empty() ? boost::json::value(nullptr)
                                             : boost::json::value(result.records.back().classified.category);
-  json["elapsed_ms"] = to_ms(result.elapsed);
-  json["total_backoff_ms"] = to_ms(result.total_backoff);
+  json["elapsed_ms"] = whole_ms(result.elapsed);
+  json["total_backoff_ms"] = whole_ms(result.total_backoff);
   const attempt_detail* last = result.records.empty() ? nullptr : details.find(result.records.back().number);
   json["error"] = last ? text_or_null(last->error) : nullptr;
   json["problem"] = last ? text_or_null(last->problem) : nullptr;
@@ -153,13 +153,13 @@ boost::json::object describe_outcome(const http::result& result, const attempt_d
     entry["category"] = record.classified.category;
     entry["verdict"] = to_string(record.classified.status);
     entry["delivery"] = to_string(record.classified.delivered);
-    entry["wait_before_ms"] = to_ms(record.wait_before);
+    entry["wait_before_ms"] = whole_ms(record.wait_before);
     entry["wait_source"] = coretry::to_string(record.wait_from);
-    entry["start_ms"] = to_ms(record.start);
-    entry["end_ms"] = to_ms(record.end);
-    entry["allowance_ms"] = to_ms(record.allowance);
+    entry["start_ms"] = whole_ms(record.start);
+    entry["end_ms"] = whole_ms(record.end);
+    entry["allowance_ms"] = whole_ms(record.allowance);
     entry["server_delay_ms"] =
-        record.classified.server_delay ? boost::json::value(to_ms(*record.classified.server_delay)) : nullptr;
+        record.classified.server_delay ? boost::json::value(whole_ms(*record.classified.server_delay)) : nullptr;
     entry["retry_after"] = detail && detail->retry_after ? boost::json::value(*detail->retry_after) : nullptr;
     entry["error"] = detail ? text_or_null(detail->error) : nullptr;
     entry["problem"] = detail ? text_or_null(detail->problem) : nullptr;

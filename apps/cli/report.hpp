@@ -50,9 +50,11 @@ std::string_view to_string(attempt_status status) noexcept;
 /// "unknown", "never_sent" or "answered".
 std::string_view to_string(delivery delivered) noexcept;
 
-/// One line for a failed operation: the stop reason, the attempts, the time
-/// and the last status or failure category.
-std::string describe_failure(const http::result& result, const attempt_details& details);
+/// One line for a failed operation: the stop reason (and `cause`, such as
+/// "SIGINT", when given), the attempts, the time and the last status or
+/// failure category.
+std::string describe_failure(const http::result& result, const attempt_details& details,
+                             std::string_view cause = {});
 
 /// Everything about an operation's outcome, for --json.
 boost::json::object describe_outcome(const http::result& result, const attempt_details& details);

@@ -66,9 +66,12 @@ namespace coretry {
 /// current attempt (as terminal cancellation of its operations) or sleep,
 /// and completes with stop_reason::cancelled unless the attempt succeeded.
 ///
-/// The operation runs on a strand of `ex` (its own, unless `ex` is a strand
-/// already), so it is safe on a multi-threaded io_context. Emit cancellation
-/// from that executor.
+/// The operation's steps run on a strand: the executor associated with the
+/// completion handler when that is a strand (a coroutine on a strand, a
+/// handler bound with bind_executor to one), else `ex` when it is a strand,
+/// otherwise a new strand of `ex`.
+/// So it is safe on a multi-threaded io_context; emit cancellation from the
+/// handler's strand.
 ///
 /// Throws std::invalid_argument, before starting, if the policy is invalid.
 template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class Classifier,
@@ -80,11 +83,19 @@ auto async_retry(const Executor& ex, const policy& p, const retry_options& optio
   using value_type = detail::attempt_value_t<op_type>;
   using operation = detail::retry_operation<Timer, boost::asio::any_io_executor, std::decay_t<Factory>,
                                             std::decay_t<Classifier>, value_type>;
-  auto strand = detail::make_operation_strand(ex);
-  auto state = operation::make_state(ex, strand, p, options, std::forward<Factory>(factory),
+  // The state is made (and the policy checked) now, so that a bad policy
+  // throws from this call whatever the token; the strand is chosen when the
+  // operation is launched, from the handler it will complete to.
+  auto state = operation::make_state(ex, p, options, std::forward<Factory>(factory),
                                      std::forward<Classifier>(classify));
-  return boost::asio::async_compose<CompletionToken, retry_signature<value_type>>(
-      operation{std::move(state)}, token, strand);
+  return boost::asio::async_initiate<CompletionToken, retry_signature<value_type>>(
+      [ex](auto handler, auto state) {
+        state->strand = detail::make_operation_strand(boost::asio::get_associated_executor(handler, ex), ex);
+        auto strand = state->strand;
+        boost::asio::async_compose<decltype(handler), retry_signature<value_type>>(operation{std::move(state)},
+                                                                                   handler, strand);
+      },
+      token, std::move(state));
 }
 
 /// async_retry with the default options (unsafe to repeat after an ambiguous failure).

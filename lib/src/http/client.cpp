@@ -214,9 +214,8 @@ private:
   struct waiter {
     // Built, never assigned: Boost 1.81's any_completion_handler move
     // assignment re-wraps the handler in itself; its move constructor is sound.
-    explicit waiter(asio::any_completion_handler<void(error_code)>&& h)
-        : slot(h.get_cancellation_slot()), handler(std::move(h)) {}
-    asio::cancellation_slot slot;
+    waiter(std::uint64_t i, asio::any_completion_handler<void(error_code)>&& h) : id(i), handler(std::move(h)) {}
+    std::uint64_t id;
     asio::any_completion_handler<void(error_code)> handler;
   };
 
@@ -227,30 +226,33 @@ private:
   };
 
   void add_waiter(const std::string& key, asio::any_completion_handler<void(error_code)> handler) {
-    auto w = std::make_unique<waiter>(std::move(handler));
-    waiter* raw = w.get();
+    // The waiter's cancellation slot belongs to its own operation's strand: it
+    // is assigned here, from that strand, and never touched from another
+    // thread. A release wakes a waiter by posting its handler only; the slot's
+    // handler finds waiters by id, so a stale one cancels nothing.
+    asio::cancellation_slot slot = handler.get_cancellation_slot();
     std::lock_guard lock(mutex_);
     per_origin& o = origins_[key];
     if (o.leased + o.idle.size() < max_per_origin_ || !o.idle.empty()) {
       // Freed between try_lease and here: go round again at once.
-      asio::post(executor_, asio::append(std::move(w->handler), error_code{}));
+      asio::post(executor_, asio::append(std::move(handler), error_code{}));
       return;
     }
-    o.waiters.push_back(std::move(w));
-    if (raw->slot.is_connected()) {
-      raw->slot.assign([this, key, raw](asio::cancellation_type) {
+    const std::uint64_t id = next_waiter_id_++;
+    o.waiters.push_back(std::make_unique<waiter>(id, std::move(handler)));
+    if (slot.is_connected()) {
+      slot.assign([this, key, id](asio::cancellation_type) {
         std::unique_ptr<waiter> cancelled;
         {
           std::lock_guard inner(mutex_);
           auto& queue = origins_[key].waiters;
           for (auto it = queue.begin(); it != queue.end(); ++it)
-            if (it->get() == raw) {
+            if ((*it)->id == id) {
               cancelled = std::move(*it);
               queue.erase(it);
               break;
             }
         }
-        // From inside the slot's handler: complete without clearing the slot.
         if (cancelled)
           asio::post(executor_, asio::append(std::move(cancelled->handler), error_code(asio::error::operation_aborted)));
       });
@@ -258,7 +260,6 @@ private:
   }
 
   void wake(std::unique_ptr<waiter> w, error_code ec) {
-    if (w->slot.is_connected()) w->slot.clear();
     asio::post(executor_, asio::append(std::move(w->handler), ec));
   }
 
@@ -269,6 +270,7 @@ private:
   duration idle_timeout_;
   std::uint64_t opened_ = 0;
   std::uint64_t stale_discarded_ = 0;
+  std::uint64_t next_waiter_id_ = 1;
 };
 
 lease::~lease() {

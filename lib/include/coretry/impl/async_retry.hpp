@@ -23,20 +23,32 @@ struct is_strand : std::false_type {};
 template <class Inner>
 struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
 
-/// The serial executor an operation runs its steps on: the caller's own when
-/// it is a strand already (no allocation), otherwise a new strand of it.
+/// True when `ex` is known to run handlers one at a time: a strand, directly
+/// or inside an any_io_executor.
 template <class Executor>
-boost::asio::any_io_executor make_operation_strand(const Executor& ex) {
+bool is_serial_executor(const Executor& ex) {
   if constexpr (is_strand<Executor>::value) {
-    return ex;
+    return true;
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+    return ex.template target<io_strand>() != nullptr ||
+           ex.template target<boost::asio::strand<boost::asio::any_io_executor>>() != nullptr;
   } else {
-    if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
-      using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
-      if (ex.template target<io_strand>() || ex.template target<boost::asio::strand<boost::asio::any_io_executor>>())
-        return ex;
-    }
-    return boost::asio::make_strand(ex);
+    (void)ex;
+    return false;
   }
+}
+
+/// The strand an operation runs its steps on: the completion handler's own
+/// executor when that is a strand (no allocation, and the caller's
+/// cancellation is then serialised with the operation), else a new strand of
+/// the operation's I/O executor.
+template <class HandlerExecutor, class Executor>
+boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handler_ex, const Executor& io_ex) {
+  if constexpr (std::is_convertible_v<HandlerExecutor, boost::asio::any_io_executor>)
+    if (is_serial_executor(handler_ex)) return handler_ex;
+  if (is_serial_executor(io_ex)) return io_ex;
+  return boost::asio::make_strand(io_ex);
 }
 
 /// Reads the time from the timer's clock: through the timer when it keeps its
@@ -58,14 +70,14 @@ class retry_operation {
 
   struct state {
     template <class Executor, class F, class C>
-    state(const Executor& ex, const Strand& s, const policy& p, const retry_options& o, F&& f, C&& c)
-        : strand(s), timer(ex), options(o),
+    state(const Executor& ex, const policy& p, const retry_options& o, F&& f, C&& c)
+        : timer(ex), options(o),
           core(p, o.random ? *o.random : independent_random::instance(), o.budget),
           factory(std::forward<F>(f)), classify(std::forward<C>(c)) {
       result.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
     }
 
-    Strand strand;
+    Strand strand; // chosen at launch: see async_retry
     Timer timer;
     retry_options options;
     decision_core core;
@@ -80,9 +92,9 @@ class retry_operation {
 
 public:
   template <class Executor, class F, class C>
-  static std::unique_ptr<state> make_state(const Executor& ex, const Strand& s, const policy& p,
-                                           const retry_options& o, F&& f, C&& c) {
-    return std::make_unique<state>(ex, s, p, o, std::forward<F>(f), std::forward<C>(c));
+  static std::unique_ptr<state> make_state(const Executor& ex, const policy& p, const retry_options& o, F&& f,
+                                           C&& c) {
+    return std::make_unique<state>(ex, p, o, std::forward<F>(f), std::forward<C>(c));
   }
 
   explicit retry_operation(std::unique_ptr<state> s) : st_(std::move(s)) {}

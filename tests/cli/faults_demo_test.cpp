@@ -1,0 +1,110 @@
+// `coretry faults` (plain and TLS, used by `coretry fetch`), `coretry demo`,
+// and the help pages.
+
+#include "process.hpp"
+
+#include <boost/json.hpp>
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+
+using namespace cli_tests;
+
+namespace {
+
+/// `coretry faults` running as its own process.
+class faults_process {
+public:
+  explicit faults_process(std::vector<std::string> args) : child_(with_subcommand(std::move(args))) {
+    // TLS first generates its keys: allow for a slow machine.
+    const auto line = child_.read_line(15s);
+    REQUIRE(line);
+    const std::string prefix = "listening on ";
+    REQUIRE(line->starts_with(prefix));
+    base_url_ = line->substr(prefix.size());
+  }
+
+  const std::string& base_url() const { return base_url_; }
+  run_result stop(int signal) {
+    child_.send(signal);
+    return child_.finish(5s);
+  }
+
+private:
+  static std::vector<std::string> with_subcommand(std::vector<std::string> args) {
+    args.insert(args.begin(), "faults");
+    return args;
+  }
+
+  child_process child_;
+  std::string base_url_;
+};
+
+} // namespace
+
+TEST_CASE("cli: faults: announces its URL, serves scripts and its log, stops on SIGINT with 0") {
+  faults_process server({"--listen", "127.0.0.1:0"});
+  CHECK(server.base_url().starts_with("http://127.0.0.1:"));
+
+  auto r = run({"fetch", server.base_url() + "/seq/s?steps=502,200;body=served"});
+  CHECK(r.status == 0);
+  CHECK(r.out == "served");
+
+  r = run({"fetch", server.base_url() + "/_log"});
+  REQUIRE(r.status == 0);
+  const auto log = boost::json::parse(r.out).at("requests").as_array();
+  CHECK(log.size() == 2);
+
+  const auto stopped = server.stop(SIGINT);
+  CHECK_FALSE(stopped.timed_out);
+  CHECK(stopped.status == 0);
+}
+
+TEST_CASE("cli: faults --tls: fetch trusts the generated CA with --cacert, and only then") {
+  temporary_directory directory;
+  const std::string ca = directory.file("ca.pem");
+  faults_process server({"--tls", "--ca-out", ca, "--listen", "127.0.0.1:0"});
+  CHECK(server.base_url().starts_with("https://127.0.0.1:"));
+
+  auto r = run({"fetch", "--cacert", ca, server.base_url() + "/seq/tls?steps=503,200;body=secure"});
+  CHECK(r.status == 0);
+  CHECK(r.out == "secure");
+
+  r = run({"fetch", "--json", server.base_url() + "/status/200"});
+  CHECK(r.status == 10); // certificate verification fails: permanent
+  CHECK(std::string{r.json().at("category").as_string()} == "tls_verification");
+
+  const auto stopped = server.stop(SIGTERM);
+  CHECK(stopped.status == 0);
+}
+
+TEST_CASE("cli: demo: every case behaves as the seeds say, in under 10 seconds") {
+  const auto r = run({"demo"}, 30s);
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 0);
+  CHECK(r.took < 10s);
+  CHECK(r.out.find("Every case behaved as the seeds say.") != std::string::npos);
+  for (const char* row : {"No API key", "Misspelled param (emial=)", "Misspelled API name",
+                          "Scraper target blocks bots", "Client timeout on a POST", "Rate limited",
+                          "Upstream hiccup", "asked for 40 characters, got 12", "server_delay_too_long"})
+    CHECK_MESSAGE(r.out.find(row) != std::string::npos, row);
+}
+
+TEST_CASE("cli: help pages: description, grouped options, exit statuses, examples") {
+  auto r = run({"--help"});
+  CHECK(r.status == 0);
+  for (const char* part : {"Usage: coretry", "fetch", "faults", "demo", "EXIT STATUS", "EXAMPLES"})
+    CHECK_MESSAGE(r.out.find(part) != std::string::npos, part);
+
+  r = run({"fetch", "--help"});
+  CHECK(r.status == 0);
+  for (const char* part : {"Request:", "Retry policy:", "Timeouts:", "--max-attempts", "--idempotency-key",
+                           "EXIT STATUS", "16   outcome_unknown", "EXAMPLES", "RETRY POLICY"})
+    CHECK_MESSAGE(r.out.find(part) != std::string::npos, part);
+
+  r = run({"--version"});
+  CHECK(r.status == 0);
+  CHECK(r.out.starts_with("coretry "));
+}

@@ -327,6 +327,13 @@ auto async_resolve_cancellable(tcp::resolver& resolver, const std::string& host,
       token);
 }
 
+/// A cancellation that arrives between two operations is recorded in the
+/// coroutine's state but reaches neither: check it before starting each one,
+/// or an attempt could wait forever on a server that never answers.
+bool cancellation_requested(const asio::cancellation_state& state) {
+  return state.cancelled() != asio::cancellation_type::none;
+}
+
 bool is_ip_literal(const std::string& host) {
   error_code ec;
   asio::ip::make_address(host, ec);
@@ -337,13 +344,16 @@ bool is_ip_literal(const std::string& host) {
 /// is written, so a failure here provably never reached the server.
 asio::awaitable<error_code> establish(client_state& state, const origin& where, lease& held, exchange& x) {
   auto ex = co_await asio::this_coro::executor;
+  const auto cancel_state = co_await asio::this_coro::cancellation_state;
   x.reached = stage::resolving;
+  if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   tcp::resolver resolver(ex);
   auto [resolve_ec, endpoints] =
       co_await async_resolve_cancellable(resolver, where.host, where.port, asio::as_tuple(asio::use_awaitable));
   if (resolve_ec) co_return resolve_ec;
 
   x.reached = stage::connecting;
+  if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   tcp::socket socket(ex);
   auto [connect_ec, endpoint] = co_await asio::async_connect(socket, endpoints, asio::as_tuple(asio::use_awaitable));
   if (connect_ec) co_return connect_ec;
@@ -361,6 +371,7 @@ asio::awaitable<error_code> establish(client_state& state, const origin& where, 
   if (!is_ip_literal(where.host) && !SSL_set_tlsext_host_name(stream.native_handle(), where.host.c_str()))
     co_return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
   stream.set_verify_callback(ssl::host_name_verification(where.host));
+  if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
   co_return handshake_ec;
 }
@@ -383,7 +394,12 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
 template <class Stream>
 asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connection& conn, const request& req,
                                      exchange& x, bool& keep_alive) {
+  const auto cancel_state = co_await asio::this_coro::cancellation_state;
   x.reached = stage::writing;
+  if (cancellation_requested(cancel_state)) {
+    x.error = asio::error::operation_aborted;
+    co_return;
+  }
   auto [write_ec, written] = co_await beast_http::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
   x.bytes_written = written;
   if (write_ec) {
@@ -396,6 +412,10 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
   parser.header_limit(state.options.header_limit);
   parser.body_limit(state.options.body_limit);
   if (req.method() == beast_http::verb::head) parser.skip(true);
+  if (cancellation_requested(cancel_state)) {
+    x.error = asio::error::operation_aborted;
+    co_return;
+  }
   if (state.options.idle_timeout == duration::zero()) {
     auto [read_ec, n] = co_await beast_http::async_read(stream, conn.buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (read_ec) {
@@ -416,8 +436,7 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
         x.error = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
         co_return;
       }
-      auto cancel_state = co_await asio::this_coro::cancellation_state;
-      if (cancel_state.cancelled() != asio::cancellation_type::none) {
+      if (cancellation_requested(cancel_state)) {
         x.error = asio::error::operation_aborted;
         co_return;
       }
@@ -525,8 +544,13 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
   }
 
   const std::string& key = prepared->where.key;
+  const auto cancel_state = co_await asio::this_coro::cancellation_state;
   std::optional<lease> held = state->pool.try_lease(key);
   while (!held) {
+    if (cancellation_requested(cancel_state)) {
+      x.error = asio::error::operation_aborted;
+      co_return;
+    }
     auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
     if (ec) {
       x.error = ec;

@@ -153,7 +153,9 @@ void check_response(coretry::http::exchange& x) {
   FUZZ_CHECK(delay == documented_server_delay(x));
   if (delay) FUZZ_CHECK(delay->count() >= 0);
 
-  if (status >= 200 && status < 300) {
+  if (status < 100 || status > 599) {
+    FUZZ_CHECK(v.status == attempt_status::permanent && v.category == "bad_status");
+  } else if (status >= 200 && status < 300) {
     FUZZ_CHECK(v.status == attempt_status::success && v.category == "http_2xx" && !v.server_delay);
   } else if (status == 408 || status == 500 || status == 502 || status == 504) {
     FUZZ_CHECK(v.status == attempt_status::transient && !v.server_delay);

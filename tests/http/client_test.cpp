@@ -8,9 +8,11 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -282,6 +284,7 @@ TEST_CASE("a POST with an Idempotency-Key is retried with the same key and paylo
   REQUIRE(log[0].idempotency_key);
   CHECK(log[0].idempotency_key->size() == 36); // a UUID
   CHECK(log[0].idempotency_key == log[1].idempotency_key);
+  CHECK(r.value->idempotency_key == *log[0].idempotency_key); // the caller can see the key it was given
   CHECK(log[0].body_length == log[1].body_length);
 }
 
@@ -392,6 +395,19 @@ TEST_CASE("TLS verification failures are permanent") {
   CHECK(h.client.stats().open == 0);
 }
 
+TEST_CASE("a CA file that is missing or not PEM is refused when the client is made") {
+  asio::io_context io;
+  coretry::http::client_options missing;
+  missing.ca_file = "/nonexistent/ca.pem";
+  CHECK_THROWS_WITH_AS(coretry::http::client(io.get_executor(), missing), doctest::Contains("cannot read"),
+                       std::invalid_argument);
+  coretry::http::client_options garbage;
+  garbage.ca_file = write_temp("not a certificate");
+  CHECK_THROWS_WITH_AS(coretry::http::client(io.get_executor(), garbage), doctest::Contains("no usable PEM"),
+                       std::invalid_argument);
+  std::remove(garbage.ca_file.c_str());
+}
+
 TEST_CASE("bad input is refused before anything is sent") {
   harness h;
   coretry::http::request req(beast_http::verb::get, "", 11);
@@ -408,4 +424,76 @@ TEST_CASE("bad input is refused before anything is sent") {
   absurd.policy.max_attempts = 0;
   CHECK_THROWS_WITH_AS(h.client.async_send("http://localhost/books", req, absurd, ignore),
                        doctest::Contains("max_attempts"), std::invalid_argument);
+}
+
+namespace {
+
+/// A one-connection server that answers each request with the next canned
+/// bytes, for exchanges the fault server cannot script (several responses
+/// in one write).
+class canned_server {
+public:
+  explicit canned_server(std::vector<std::string> answers)
+      : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}), answers_(std::move(answers)) {
+    thread_ = std::thread([this] {
+      boost::system::error_code ec;
+      asio::ip::tcp::socket socket(io_);
+      acceptor_.accept(socket, ec);
+      std::string pending;
+      for (const std::string& answer : answers_) {
+        while (pending.find("\r\n\r\n") == std::string::npos) {
+          char buffer[1024];
+          const std::size_t n = socket.read_some(asio::buffer(buffer), ec);
+          if (ec) return;
+          pending.append(buffer, n);
+        }
+        pending.erase(0, pending.find("\r\n\r\n") + 4);
+        asio::write(socket, asio::buffer(answer), ec);
+        if (ec) return;
+        ++answered;
+      }
+      char rest[64];
+      socket.read_some(asio::buffer(rest), ec); // until the client closes
+    });
+  }
+  ~canned_server() {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
+  std::atomic<int> answered{0};
+
+private:
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::string> answers_;
+  std::thread thread_;
+};
+
+} // namespace
+
+TEST_CASE("interim 1xx responses are skipped, and the final response is the request's own") {
+  canned_server server({"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n"
+                        "HTTP/1.1 100 Continue\r\n\r\n"
+                        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst",
+                        "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond"});
+  harness h;
+  const auto first = h.send(beast_http::verb::get, server.url() + "/first", h.with_policy());
+  const auto second = h.send(beast_http::verb::get, server.url() + "/second", h.with_policy());
+  REQUIRE(first.succeeded());
+  CHECK(first.value->res->body() == "first");
+  REQUIRE(second.succeeded());
+  CHECK(second.value->res->body() == "second");
+  CHECK(second.value->reused_connection);
+}
+
+TEST_CASE("a connection with bytes beyond the response is closed, not pooled") {
+  canned_server server({"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"});
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
+  REQUIRE(r.succeeded());
+  CHECK(r.value->res->body() == "ok");
+  CHECK(h.client.stats().idle == 0);
+  CHECK(h.client.stats().open == 0);
 }

@@ -294,6 +294,7 @@ TEST_CASE("cancellation during an attempt reaches the operation") {
   CHECK(result->reason == stop_reason::cancelled);
   CHECK(at == ms(100));
   CHECK(result->attempts == 1);
+  CHECK(result->records[0].classified.category == "cancelled");
 }
 
 TEST_CASE("unknown outcome is not retried") {

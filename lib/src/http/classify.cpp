@@ -111,6 +111,8 @@ verdict classify_exchange(const boost::system::error_code& ec, const exchange& x
   if (!x.problem.empty()) return verdict::permanent("invalid_response");
   if (!x.res) return verdict::permanent("no_response", delivery::unknown);
   const unsigned status = x.res->result_int();
+  // Beast reads any three digits; statuses outside 100-599 are not HTTP's.
+  if (status < 100 || status > 599) return verdict::permanent("bad_status");
   if (status >= 200 && status < 300) return verdict::success("http_2xx");
   switch (status) {
   case 408: case 500: case 502: case 504:

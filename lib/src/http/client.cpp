@@ -281,8 +281,18 @@ struct client_state {
   client_state(asio::any_io_executor ex, client_options o)
       : executor(std::move(ex)), options(std::move(o)),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout) {
-    if (!options.ca_file.empty() && ::access(options.ca_file.c_str(), R_OK) != 0)
-      throw std::invalid_argument("coretry::http: cannot read the CA file " + options.ca_file);
+    if (!options.ca_file.empty()) {
+      // Checked now, so that a bad file is a clear error at construction and
+      // not a handshake failure on every attempt later.
+      if (::access(options.ca_file.c_str(), R_OK) != 0)
+        throw std::invalid_argument("coretry::http: cannot read the CA file " + options.ca_file);
+      ssl::context probe(ssl::context::tls_client);
+      error_code ec;
+      probe.load_verify_file(options.ca_file, ec);
+      if (ec)
+        throw std::invalid_argument("coretry::http: the CA file " + options.ca_file +
+                                    " holds no usable PEM certificate: " + ec.message());
+    }
   }
 
   /// The TLS context, made on first use: loading the system trust store is
@@ -391,6 +401,29 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
       asio::use_awaitable, std::move(op));
 }
 
+/// Reads one response into `parser`. With an idle limit, every read must
+/// bring something within it; the attempt's deadline still bounds the whole.
+template <class Stream>
+asio::awaitable<error_code> read_response(client_state& state, Stream& stream, connection& conn,
+                                          beast_http::response_parser<beast_http::string_body>& parser,
+                                          const asio::cancellation_state& cancel_state) {
+  if (state.options.idle_timeout == duration::zero()) {
+    auto [ec, n] = co_await beast_http::async_read(stream, conn.buffer, parser, asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+  }
+  asio::steady_timer idle(co_await asio::this_coro::executor);
+  while (!parser.is_done()) {
+    auto read_some = [&]() -> asio::awaitable<std::size_t> {
+      co_return co_await beast_http::async_read_some(stream, conn.buffer, parser, asio::use_awaitable);
+    };
+    auto done = co_await under_limit<std::size_t>(idle, state.options.idle_timeout, read_some());
+    if (done.exception) std::rethrow_exception(done.exception);
+    if (done.error) co_return done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
+    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+  }
+  co_return error_code{};
+}
+
 template <class Stream>
 asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connection& conn, const request& req,
                                      exchange& x, bool& keep_alive) {
@@ -408,44 +441,31 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
   }
 
   x.reached = stage::reading;
-  beast_http::response_parser<beast_http::string_body> parser;
-  parser.header_limit(state.options.header_limit);
-  parser.body_limit(state.options.body_limit);
-  if (req.method() == beast_http::verb::head) parser.skip(true);
-  if (cancellation_requested(cancel_state)) {
-    x.error = asio::error::operation_aborted;
-    co_return;
-  }
-  if (state.options.idle_timeout == duration::zero()) {
-    auto [read_ec, n] = co_await beast_http::async_read(stream, conn.buffer, parser, asio::as_tuple(asio::use_awaitable));
-    if (read_ec) {
-      x.error = read_ec;
+  // Interim responses (100 Continue, 103 Early Hints) come before the final
+  // one (RFC 9110 §15.2): each is read with a fresh parser and skipped.
+  for (;;) {
+    beast_http::response_parser<beast_http::string_body> parser;
+    parser.header_limit(state.options.header_limit);
+    parser.body_limit(state.options.body_limit);
+    if (req.method() == beast_http::verb::head) parser.skip(true);
+    if (cancellation_requested(cancel_state)) {
+      x.error = asio::error::operation_aborted;
       co_return;
     }
-  } else {
-    // Each read must bring something within the idle limit; the attempt's
-    // deadline still bounds the whole response.
-    asio::steady_timer idle(co_await asio::this_coro::executor);
-    while (!parser.is_done()) {
-      auto read_some = [&]() -> asio::awaitable<std::size_t> {
-        co_return co_await beast_http::async_read_some(stream, conn.buffer, parser, asio::use_awaitable);
-      };
-      auto done = co_await under_limit<std::size_t>(idle, state.options.idle_timeout, read_some());
-      if (done.exception) std::rethrow_exception(done.exception);
-      if (done.error) {
-        x.error = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
-        co_return;
-      }
-      if (cancellation_requested(cancel_state)) {
-        x.error = asio::error::operation_aborted;
-        co_return;
-      }
+    if (const error_code ec = co_await read_response(state, stream, conn, parser, cancel_state)) {
+      x.error = ec;
+      co_return;
     }
+    const unsigned status = parser.get().result_int();
+    if (status >= 100 && status < 200 && status != 101) continue;
+    x.res.emplace(parser.release());
+    break;
   }
-  x.res.emplace(parser.release());
   x.received_at = std::chrono::system_clock::now();
   x.reached = stage::complete;
-  keep_alive = x.res->keep_alive();
+  // Bytes beyond the response (a server that sent more than it announced)
+  // would be read as the next request's answer: such a connection is closed.
+  keep_alive = x.res->keep_alive() && conn.buffer.size() == 0;
 }
 
 } // namespace detail
@@ -601,6 +621,8 @@ asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state
   // throw on cancellation; each operation's error says it instead.
   co_await asio::this_coro::throw_if_cancelled(false);
   exchange x;
+  if (const auto key = prepared->req.find("Idempotency-Key"); key != prepared->req.end())
+    x.idempotency_key = std::string(key->value());
   try {
     co_await detail::attempt_exchange(state.get(), prepared.get(), context.number, x);
   } catch (const boost::system::system_error& e) {

@@ -46,6 +46,9 @@ struct exchange {
   /// Local wall-clock time the response was complete: the reference for an
   /// HTTP-date Retry-After when the response carries no Date header.
   std::chrono::system_clock::time_point received_at{};
+  /// The Idempotency-Key this attempt carried (the same on every attempt of
+  /// one logical request), empty when it carried none.
+  std::string idempotency_key;
   /// A permanent problem found on this side: the response-validation hook's
   /// complaint, or a request body that could not be reproduced.
   std::string problem;

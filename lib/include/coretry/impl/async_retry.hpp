@@ -142,10 +142,13 @@ public:
     } catch (...) {
       return fail(self, std::current_exception());
     }
+    const bool cancelled = record.classified.status != attempt_status::success &&
+                           self.cancelled() != boost::asio::cancellation_type::none;
+    // An attempt ended by the caller's cancellation says so, whatever error
+    // its operations reported on the way out.
+    if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
     if (s.options.observer) s.options.observer->attempt_finished({s.options.operation, record});
-    if (record.classified.status != attempt_status::success &&
-        self.cancelled() != boost::asio::cancellation_type::none)
-      return finish(self, stop_reason::cancelled);
+    if (cancelled) return finish(self, stop_reason::cancelled);
     act(self, s.core.attempt_finished(record.end, record.classified, s.options.safety));
   }
 

@@ -350,6 +350,19 @@ TEST_CASE("a response over the body limit is permanent, never retried") {
   CHECK(server->log().size() == 1);
 }
 
+TEST_CASE("response headers over the header limit are permanent, never retried") {
+  server_thread server;
+  coretry::http::client_options options;
+  options.header_limit = 1024;
+  harness h(options);
+  const auto r = h.send(beast_http::verb::get,
+                        server->base_url() + "/status/503?header=X-Padding:" + std::string(2000, 'x'), h.with_policy());
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.records[0].classified.category == "response_too_large");
+  CHECK(server->log().size() == 1);
+  CHECK(h.client.stats().open == 0);
+}
+
 TEST_CASE("HTTPS with the test CA succeeds and verifies the peer") {
   coretry::faults::fault_server_options tls;
   tls.tls = true;

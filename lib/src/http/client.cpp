@@ -131,7 +131,6 @@ public:
 
   /// A lease now, if a connection or a permit is free.
   std::optional<lease> try_lease(const std::string& key) {
-    std::vector<std::unique_ptr<connection>> discarded;
     std::lock_guard lock(mutex_);
     per_origin& o = origins_[key];
     const auto now = std::chrono::steady_clock::now();

@@ -92,7 +92,9 @@ struct prepared_request;
 /// not end cleanly is closed, never pooled. No connection or permit is held
 /// while the engine sleeps between attempts.
 ///
-/// Thread-safe: one client may serve coroutines on many threads.
+/// Thread-safe: one client may serve coroutines on many threads. Like any
+/// Asio I/O object, destroy it before its execution context: its pooled
+/// connections are sockets of that context.
 class client {
 public:
   explicit client(boost::asio::any_io_executor ex, client_options options = {});

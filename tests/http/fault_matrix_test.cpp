@@ -5,6 +5,8 @@
 #include <coretry/http/client.hpp>
 #include <faults/fault_server.hpp>
 
+#include "open_sockets.hpp"
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -45,15 +47,6 @@ struct fault_row {
   expectation keyed;    ///< POST with a key
 };
 
-std::size_t open_sockets() {
-  std::size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    if (std::filesystem::read_symlink(entry.path(), ec).string().rfind("socket:", 0) == 0) ++n;
-  }
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key") {
@@ -88,7 +81,7 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
       {"tls-untrusted", {rejected, 1}, {rejected, 1}, {rejected, 1}},
   };
 
-  const std::size_t sockets_before = open_sockets();
+  const std::size_t sockets_before = coretry_tests::open_sockets();
   {
     asio::io_context server_io(1);
     auto guard = asio::make_work_guard(server_io);
@@ -168,5 +161,5 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
     server_thread.join();
     std::filesystem::remove(ca_file);
   }
-  CHECK(open_sockets() == sockets_before);
+  CHECK(coretry_tests::open_sockets() == sockets_before);
 }

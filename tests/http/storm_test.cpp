@@ -10,6 +10,8 @@
 #include <coretry/http/client.hpp>
 #include <faults/fault_server.hpp>
 
+#include "open_sockets.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -35,16 +37,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::size_t open_sockets() {
-  std::size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const auto target = std::filesystem::read_symlink(entry.path(), ec);
-    if (!ec && target.string().rfind("socket:", 0) == 0) ++n;
-  }
-  return n;
-}
-
 int env_or(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value ? std::atoi(value) : fallback;
@@ -56,7 +48,7 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   const int operations = env_or("CORETRY_STORM_OPERATIONS", 10000);
   const unsigned seed = static_cast<unsigned>(env_or("CORETRY_STORM_SEED", static_cast<int>(std::random_device{}())));
   MESSAGE("storm: " << operations << " operations, CORETRY_STORM_SEED=" << seed);
-  const std::size_t sockets_before = open_sockets();
+  const std::size_t sockets_before = coretry_tests::open_sockets();
 
   asio::io_context server_io(1);
   auto server_guard = asio::make_work_guard(server_io);
@@ -165,5 +157,5 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   plain.reset();
   tls.reset();
   std::filesystem::remove(ca_file);
-  CHECK(open_sockets() == sockets_before); // no socket outlived the storm
+  CHECK(coretry_tests::open_sockets() == sockets_before); // no socket outlived the storm
 }

@@ -395,7 +395,8 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
                                           void(coretry::detail::attempt_completion<T>)>(
       [&timer, limit](auto handler, asio::awaitable<T> inner) {
         auto ex = asio::get_associated_executor(handler, timer.get_executor());
-        coretry::detail::run_attempt<T>(timer, limit, ex, std::move(inner), std::move(handler));
+        coretry::detail::run_attempt<T>(timer, asio::steady_timer::clock_type::now() + limit, ex, std::move(inner),
+                                        std::move(handler));
       },
       asio::use_awaitable, std::move(op));
 }

@@ -46,11 +46,12 @@ class attempt_runner {
 
 public:
   template <class Executor, class Op>
-  static void start(Timer& timer, duration allowance, const Executor& ex, Op&& op, Handler&& handler) {
+  static void start(Timer& timer, typename Timer::time_point deadline, const Executor& ex, Op&& op,
+                    Handler&& handler) {
     allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
     ::new (self) attempt_runner(timer, std::move(handler), alloc);
-    self->launch(allowance, ex, std::forward<Op>(op));
+    self->launch(deadline, ex, std::forward<Op>(op));
   }
 
 private:
@@ -58,7 +59,7 @@ private:
       : handler_(std::move(handler)), timer_(timer), alloc_(alloc) {}
 
   template <class Executor, class Op>
-  void launch(duration allowance, const Executor& ex, Op&& op) {
+  void launch(typename Timer::time_point deadline, const Executor& ex, Op&& op) {
     caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
     if (caller_slot_.is_connected()) {
       // Any cancellation the caller sends becomes terminal for the attempt:
@@ -86,7 +87,7 @@ private:
       return;
     }
 
-    timer_.expires_after(allowance);
+    timer_.expires_at(deadline);
     timer_.async_wait(boost::asio::bind_executor(ex, [this](boost::system::error_code ec) {
       if (!ec && !op_done_) {
         timed_out_ = true;
@@ -157,11 +158,14 @@ private:
   bool timed_out_ = false;
 };
 
-/// Starts `op` under `allowance` on `timer`; `handler` receives an
-/// attempt_completion<T> on `ex` once both the operation and the timer are done.
+/// Starts `op` with a deadline on `timer`'s clock; `handler` receives an
+/// attempt_completion<T> on `ex` once the operation has finished. The
+/// deadline is an instant, not a duration, so that time spent between the
+/// decision to start and the start itself is not handed out twice.
 template <class T, class Timer, class Executor, class Op, class Handler>
-void run_attempt(Timer& timer, duration allowance, const Executor& ex, Op&& op, Handler&& handler) {
-  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, allowance, ex, std::forward<Op>(op),
+void run_attempt(Timer& timer, typename Timer::time_point deadline, const Executor& ex, Op&& op,
+                 Handler&& handler) {
+  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, deadline, ex, std::forward<Op>(op),
                                                          std::forward<Handler>(handler));
 }
 

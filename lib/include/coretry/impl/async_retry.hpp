@@ -88,6 +88,7 @@ class retry_operation {
     duration next_wait{};
     wait_source next_wait_source = wait_source::none;
     std::exception_ptr pending_exception;
+    duration decided_at{}; ///< when the core last decided, from the start
   };
 
 public:
@@ -158,7 +159,8 @@ public:
     // Cancellation is re-checked after every sleep, before any new attempt.
     if (ec || self.cancelled() != boost::asio::cancellation_type::none)
       return finish(self, stop_reason::cancelled);
-    act(self, st_->core.sleep_finished(elapsed()));
+    st_->decided_at = elapsed();
+    act(self, st_->core.sleep_finished(st_->decided_at));
   }
 
 private:
@@ -176,8 +178,11 @@ private:
   template <class Self>
   void start_attempt(Self& self, duration allowance) {
     state& s = *st_;
-    const auto now = timer_now(s.timer);
-    const duration at = now - s.start;
+    // The attempt starts at the instant the core decided it, so the time the
+    // core granted is measured from there: an attempt never runs past
+    // min(attempt limit, deadline - reserve), however late this code runs.
+    const duration at = s.decided_at;
+    const auto now = s.start + std::chrono::duration_cast<typename clock::duration>(at);
     attempt_record& record = s.result.records.emplace_back();
     record.number = s.core.attempts();
     record.wait_before = s.next_wait;
@@ -200,7 +205,8 @@ private:
       s.pending_exception = std::current_exception();
       return boost::asio::post(s.strand, boost::asio::append(std::move(self), factory_threw{}));
     }
-    run_attempt<T>(s.timer, allowance, s.strand, std::move(*op), boost::asio::bind_executor(s.strand, std::move(self)));
+    run_attempt<T>(s.timer, context.deadline, s.strand, std::move(*op),
+                   boost::asio::bind_executor(s.strand, std::move(self)));
   }
 
   template <class Self>

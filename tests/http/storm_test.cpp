@@ -133,7 +133,10 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks" *
       if (cancel_after_ms >= 0) {
         op.cancel_timer.expires_after(std::chrono::milliseconds(cancel_after_ms));
         op.cancel_timer.async_wait([&op](boost::system::error_code ec) {
-          if (!ec) op.cancel.emit(asio::cancellation_type::terminal); // on the operation's strand
+          // On the operation's strand, and only while it is pending: a
+          // signal emitted after completion reaches handlers of operations
+          // that are gone (Asio's contract forbids it).
+          if (!ec && op.completions.load() == 0) op.cancel.emit(asio::cancellation_type::terminal);
         });
       }
     });

@@ -4,6 +4,8 @@
 // Every parser must either return a plan that the server can send safely or
 // throw script_error; any other exception is a failure.
 
+#include "fuzz_check.hpp"
+
 #include "faults/fault_script.hpp"
 #include "faults/imf_fixdate.hpp"
 
@@ -23,29 +25,12 @@
 
 namespace {
 
+using namespace coretry_fuzz;
+
 using coretry::faults::response_fate;
 using coretry::faults::response_plan;
 using coretry::faults::script_error;
 using std::chrono::system_clock;
-
-std::string_view current_input;
-
-void print_input() {
-  std::fprintf(stderr, "input (%zu bytes): \"", current_input.size());
-  for (unsigned char c : current_input) std::fprintf(stderr, c >= 0x20 && c < 0x7f && c != '"' ? "%c" : "\\x%02x", c);
-  std::fprintf(stderr, "\"\n");
-}
-
-[[noreturn]] void fail(const char* condition, int line) {
-  std::fprintf(stderr, "fuzz_fault_script.cpp:%d: invariant violated: %s\n", line, condition);
-  print_input();
-  std::abort();
-}
-
-#define FUZZ_CHECK(condition)                                                                                          \
-  do {                                                                                                                 \
-    if (!(condition)) fail(#condition, __LINE__);                                                                      \
-  } while (false)
 
 // Runs `parse`; a script_error is an accepted answer, anything else escaping
 // it is reported with the input and ends the run.

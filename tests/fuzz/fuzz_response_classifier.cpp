@@ -4,6 +4,8 @@
 // read. A parse failure is classified as the client records it (the parser's
 // error, no response).
 
+#include "fuzz_check.hpp"
+
 #include <coretry/http/classify.hpp>
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/retry_after.hpp>
@@ -26,26 +28,13 @@
 
 namespace {
 
+using namespace coretry_fuzz;
+
 namespace beast_http = boost::beast::http;
 using coretry::attempt_status;
 using coretry::delivery;
 using coretry::verdict;
 using std::chrono::system_clock;
-
-std::string_view current_input;
-
-[[noreturn]] void fail(const char* condition, int line) {
-  std::fprintf(stderr, "fuzz_response_classifier.cpp:%d: invariant violated: %s\ninput (%zu bytes): \"", line,
-               condition, current_input.size());
-  for (unsigned char c : current_input) std::fprintf(stderr, c >= 0x20 && c < 0x7f && c != '"' ? "%c" : "\\x%02x", c);
-  std::fprintf(stderr, "\"\n");
-  std::abort();
-}
-
-#define FUZZ_CHECK(condition)                                                                                          \
-  do {                                                                                                                 \
-    if (!(condition)) fail(#condition, __LINE__);                                                                      \
-  } while (false)
 
 // The client's default header limit; a body limit far above any input the
 // fuzzer makes, so that only a declared Content-Length can exceed it.

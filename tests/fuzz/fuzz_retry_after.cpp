@@ -3,6 +3,8 @@
 // itself, and checks every result against arithmetic done independently here
 // in 128 bits.
 
+#include "fuzz_check.hpp"
+
 #include <coretry/http/retry_after.hpp>
 
 #include <array>
@@ -17,25 +19,12 @@
 
 namespace {
 
+using namespace coretry_fuzz;
+
 using std::chrono::nanoseconds;
 using std::chrono::system_clock;
 using time_point = system_clock::time_point;
 using wide = __int128;
-
-std::string_view current_input;
-
-[[noreturn]] void fail(const char* condition, int line) {
-  std::fprintf(stderr, "fuzz_retry_after.cpp:%d: invariant violated: %s\ninput (%zu bytes): \"", line, condition,
-               current_input.size());
-  for (unsigned char c : current_input) std::fprintf(stderr, c >= 0x20 && c < 0x7f && c != '"' ? "%c" : "\\x%02x", c);
-  std::fprintf(stderr, "\"\n");
-  std::abort();
-}
-
-#define FUZZ_CHECK(condition)                                                                                          \
-  do {                                                                                                                 \
-    if (!(condition)) fail(#condition, __LINE__);                                                                      \
-  } while (false)
 
 constexpr wide max_delay = nanoseconds::max().count();
 

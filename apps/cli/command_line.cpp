@@ -111,19 +111,6 @@ header_field parse_header(std::string_view text, std::size_t position) {
   return {std::string{name}, std::string{value}};
 }
 
-bool is_sensitive_header(std::string_view name) {
-  const std::string lowered = lowercase(name);
-  if (lowered == "authorization" || lowered == "proxy-authorization" || lowered == "cookie" ||
-      lowered == "set-cookie" || lowered == "x-amz-security-token")
-    return true;
-  // Idempotency-Key names a request, it grants nothing.
-  if (lowered == "idempotency-key") return false;
-  for (const std::string_view word : {"api-key", "apikey", "api_key", "x-key", "token", "secret", "password",
-                                      "session", "credential", "auth"})
-    if (lowered.find(word) != std::string::npos) return true;
-  return false;
-}
-
 std::string redact_url(std::string_view text) {
   auto parsed = boost::urls::parse_uri_reference(text);
   if (!parsed) {

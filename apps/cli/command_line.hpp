@@ -1,6 +1,7 @@
 #ifndef CORETRY_CLI_COMMAND_LINE_HPP
 #define CORETRY_CLI_COMMAND_LINE_HPP
 
+#include <coretry/http/redact.hpp>
 #include <coretry/policy.hpp>
 
 #include <cstddef>
@@ -43,9 +44,7 @@ struct header_field {
 /// since the text itself may carry a credential.
 header_field parse_header(std::string_view text, std::size_t position);
 
-/// Whether a field's value is a credential that must never be printed
-/// (Authorization, Cookie, API keys, tokens, ...).
-bool is_sensitive_header(std::string_view name);
+using coretry::http::is_sensitive_header;
 
 /// The URL with any user:password and the values of credential-like query
 /// parameters (key, token, ...) replaced, for logs and errors.

@@ -3,6 +3,8 @@
 #include "faults/fault_script.hpp"
 #include "faults/imf_fixdate.hpp"
 
+#include <coretry/http/redact.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -351,9 +353,15 @@ private:
                          std::chrono::steady_clock::now() - started_,
                          std::nullopt,
                          request.body().size(),
-                         connection_id};
+                         connection_id,
+                         {}};
     if (const auto key = request.find("Idempotency-Key"); key != request.end())
       entry.idempotency_key = std::string{to_std(key->value())};
+    for (const auto& field : request) {
+      const std::string_view name = to_std(field.name_string());
+      entry.fields.emplace_back(name, coretry::http::is_sensitive_header(name) ? std::string_view{"[redacted]"}
+                                                                               : to_std(field.value()));
+    }
     const std::lock_guard lock{mutex_};
     log_.push_back(std::move(entry));
   }

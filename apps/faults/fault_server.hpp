@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 // An HTTP/1.1 server that fails on request, for testing HTTP clients: each
@@ -45,6 +46,9 @@ struct logged_request {
   std::optional<std::string> idempotency_key;   ///< The Idempotency-Key field, if sent.
   std::size_t body_length = 0;
   std::uint64_t connection = 0; ///< Which connection it came on: 1 for the first accepted, and so on.
+  /// Every other header field as received, except credentials, whose values
+  /// are replaced by "[redacted]" (coretry::http::is_sensitive_header).
+  std::vector<std::pair<std::string, std::string>> fields;
 };
 
 /// Listens from construction on; runs on the caller's io_context, which may

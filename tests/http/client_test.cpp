@@ -510,3 +510,56 @@ TEST_CASE("a connection with bytes beyond the response is closed, not pooled") {
   CHECK(h.client.stats().idle == 0);
   CHECK(h.client.stats().open == 0);
 }
+
+TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
+  server_thread server;
+  harness h;
+  auto options = h.with_policy();
+  std::vector<std::chrono::milliseconds> allowances;
+  options.decorate = [&](coretry::http::request& req, const coretry::attempt_context<std::chrono::steady_clock>& c) {
+    req.set("X-Attempt", std::to_string(c.number));
+    allowances.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(c.allowance));
+  };
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/d?steps=503,200", options);
+  CHECK(r.reason == stop_reason::succeeded);
+  const auto log = server->log();
+  REQUIRE(log.size() == 2);
+  auto field = [](const coretry::faults::logged_request& entry, std::string_view name) {
+    for (const auto& [n, v] : entry.fields)
+      if (n == name) return v;
+    return std::string("(absent)");
+  };
+  CHECK(field(log[0], "X-Attempt") == "1");
+  CHECK(field(log[1], "X-Attempt") == "2");
+  REQUIRE(allowances.size() == 2);
+  CHECK(allowances[0] <= quick_policy().attempt_limit);
+
+  // A decorator that breaks the framing is refused, permanently.
+  options.decorate = [](coretry::http::request& req, const auto&) { req.set("X-Bad", "a\r\nInjected: 1"); };
+  const auto bad = h.send(beast_http::verb::get, server->base_url() + "/status/200", options);
+  CHECK(bad.reason == stop_reason::rejected);
+  CHECK(bad.attempts == 1);
+  CHECK(bad.value->problem.find("X-Bad") != std::string::npos);
+  CHECK(server->log().size() == 2); // never sent
+}
+
+TEST_CASE("credentials never reach the server log in clear, other fields do") {
+  server_thread server;
+  harness h;
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  req.set(beast_http::field::authorization, "Bearer s3cret");
+  req.set("X-Api-Key", "k3y");
+  req.set("X-Request-Id", "r-1");
+  std::optional<coretry::http::result> result;
+  h.client.async_send(server->base_url() + "/status/200", std::move(req), h.with_policy(),
+                      [&](std::exception_ptr, coretry::http::result r) { result = std::move(r); });
+  h.io.run();
+  REQUIRE(result);
+  const auto log = server->log();
+  REQUIRE(log.size() == 1);
+  for (const auto& [name, value] : log[0].fields) {
+    CHECK(value.find("s3cret") == std::string::npos);
+    CHECK(value.find("k3y") == std::string::npos);
+    if (name == "X-Request-Id") CHECK(value == "r-1");
+  }
+}

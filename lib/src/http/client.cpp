@@ -53,10 +53,20 @@ struct origin {
   std::string key; // "https://host:port": the pool's key
 };
 
+/// The name of the first header that would break the request's framing.
+std::optional<std::string> invalid_header(const request& req) {
+  for (const auto& field : req)
+    if (field.value().find_first_of("\r\n") != std::string_view::npos ||
+        field.name_string().find_first_of("\r\n: ") != std::string_view::npos)
+      return std::string(field.name_string());
+  return std::nullopt;
+}
+
 struct prepared_request {
   origin where;
   request req;
   std::function<std::optional<std::string>(unsigned)> body;
+  std::function<void(request&, const attempt_context<std::chrono::steady_clock>&)> decorate;
   std::function<std::optional<std::string>(const response&)> validate;
   std::vector<classifier_extension> classifiers;
 };
@@ -497,11 +507,8 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   where.port = parsed->has_port() ? std::string(parsed->port()) : (where.tls ? "443" : "80");
   where.key = std::string(where.tls ? "https://" : "http://") + where.host + ":" + where.port;
 
-  for (const auto& field : req)
-    if (field.value().find_first_of("\r\n") != std::string_view::npos ||
-        field.name_string().find_first_of("\r\n: ") != std::string_view::npos)
-      throw std::invalid_argument("coretry::http: header '" + std::string(field.name_string()) +
-                                  "' contains CR, LF or an invalid character");
+  if (auto bad = detail::invalid_header(req))
+    throw std::invalid_argument("coretry::http: header '" + *bad + "' contains CR, LF or an invalid character");
   if (req.target().empty()) {
     std::string target(parsed->encoded_path());
     if (target.empty()) target = "/";
@@ -535,6 +542,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   p.retry.operation = options.route;
   prepared_req->req = std::move(req);
   prepared_req->body = options.body;
+  prepared_req->decorate = options.decorate;
   prepared_req->validate = options.validate;
   prepared_req->classifiers = options.classifiers;
   p.request = std::move(prepared_req);
@@ -546,21 +554,30 @@ namespace detail {
 /// One attempt: lease, connect if needed, write, read the complete response.
 /// Every failure is recorded in `x`, with how far the attempt got, so that the
 /// classifier can tell "never sent" from "outcome unknown".
-asio::awaitable<void> attempt_exchange(client_state* state, const prepared_request* prepared, unsigned attempt,
-                                       exchange& x) {
+asio::awaitable<void> attempt_exchange(client_state* state, const prepared_request* prepared,
+                                       const attempt_context<std::chrono::steady_clock>& context, exchange& x) {
   const request* req = &prepared->req;
-  std::optional<request> reopened;
+  std::optional<request> per_attempt;
   if (prepared->body) {
     // A streamed body is reopened for every attempt, never resent consumed.
-    std::optional<std::string> body = prepared->body(attempt);
+    std::optional<std::string> body = prepared->body(context.number);
     if (!body) {
-      x.problem = "the request body cannot be reproduced for attempt " + std::to_string(attempt);
+      x.problem = "the request body cannot be reproduced for attempt " + std::to_string(context.number);
       co_return;
     }
-    reopened.emplace(prepared->req);
-    reopened->body() = std::move(*body);
-    reopened->prepare_payload();
-    req = &*reopened;
+    per_attempt.emplace(prepared->req);
+    per_attempt->body() = std::move(*body);
+    per_attempt->prepare_payload();
+    req = &*per_attempt;
+  }
+  if (prepared->decorate) {
+    if (!per_attempt) per_attempt.emplace(prepared->req);
+    prepared->decorate(*per_attempt, context);
+    if (auto bad = invalid_header(*per_attempt)) {
+      x.problem = "the request decorator set header '" + *bad + "' with CR, LF or an invalid character";
+      co_return;
+    }
+    req = &*per_attempt;
   }
 
   const std::string& key = prepared->where.key;
@@ -624,7 +641,7 @@ asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state
   if (const auto key = prepared->req.find("Idempotency-Key"); key != prepared->req.end())
     x.idempotency_key = std::string(key->value());
   try {
-    co_await detail::attempt_exchange(state.get(), prepared.get(), context.number, x);
+    co_await detail::attempt_exchange(state.get(), prepared.get(), context, x);
   } catch (const boost::system::system_error& e) {
     x.error = e.code();
   }

@@ -64,6 +64,11 @@ struct request_options {
   /// reopened; nullopt when it cannot be reproduced (the attempt then fails
   /// permanently instead of sending a consumed stream).
   std::function<std::optional<std::string>(unsigned attempt)> body;
+  /// Called with each attempt's own copy of the request just before it is
+  /// sent: for headers that differ per attempt, such as an attempt count or
+  /// the time left for a downstream deadline (`context.deadline`). Header
+  /// values it sets are checked for CR and LF like the caller's.
+  std::function<void(request&, const attempt_context<std::chrono::steady_clock>& context)> decorate;
   retry_budget* budget = nullptr;
   retry_observer* observer = nullptr;
   random_source* random = nullptr;

@@ -17,6 +17,9 @@
 
 namespace coretry {
 
+/// How often a cancelled attempt that has not finished is told again.
+inline constexpr duration default_cancellation_repeat = std::chrono::milliseconds(10);
+
 /// Everything about an operation that is not its timing policy.
 struct retry_options {
   /// Whether the operation may be repeated after an ambiguous failure (a
@@ -31,6 +34,12 @@ struct retry_options {
   /// Bounded name for events (a route template, never a URL with a query).
   /// Must outlive the operation; a string literal does.
   std::string_view operation = "operation";
+  /// While a cancelled attempt has not finished, its terminal cancellation is
+  /// sent again at this interval. Composed operations that start their next
+  /// step without checking for cancellation (Beast's HTTP reads in Boost
+  /// 1.81) miss a signal that arrives between two steps; repeating it bounds
+  /// how long such an attempt can outlive its deadline. Zero: sent once.
+  duration cancellation_repeat = default_cancellation_repeat;
 };
 
 /// Completion signature of async_retry for attempts producing T. The

@@ -18,7 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/uuid/random_generator.hpp>
@@ -30,6 +30,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 #include <variant>
 
 #include <sys/socket.h>
@@ -405,33 +406,65 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
                                           void(coretry::detail::attempt_completion<T>)>(
       [&timer, limit](auto handler, asio::awaitable<T> inner) {
         auto ex = asio::get_associated_executor(handler, timer.get_executor());
-        coretry::detail::run_attempt<T>(timer, asio::steady_timer::clock_type::now() + limit, ex, std::move(inner),
+        coretry::detail::run_attempt<T>(timer, asio::steady_timer::clock_type::now() + limit,
+                                        coretry::default_cancellation_repeat, ex, std::move(inner),
                                         std::move(handler));
       },
       asio::use_awaitable, std::move(op));
 }
 
-/// Reads one response into `parser`. With an idle limit, every read must
-/// bring something within it; the attempt's deadline still bounds the whole.
+/// Reads one response into `parser`, one read of the stream at a time, and
+/// looks for cancellation before each read: Beast's http::async_read (Boost
+/// 1.81) starts its next read without looking, so a signal arriving between
+/// two reads would be missed and the attempt would wait on a silent server.
+/// With an idle limit, every read must bring something within it; the
+/// attempt's deadline still bounds the whole.
 template <class Stream>
 asio::awaitable<error_code> read_response(client_state& state, Stream& stream, connection& conn,
                                           beast_http::response_parser<beast_http::string_body>& parser,
                                           const asio::cancellation_state& cancel_state) {
-  if (state.options.idle_timeout == duration::zero()) {
-    auto [ec, n] = co_await beast_http::async_read(stream, conn.buffer, parser, asio::as_tuple(asio::use_awaitable));
-    co_return ec;
-  }
-  asio::steady_timer idle(co_await asio::this_coro::executor);
-  while (!parser.is_done()) {
-    auto read_some = [&]() -> asio::awaitable<std::size_t> {
-      co_return co_await beast_http::async_read_some(stream, conn.buffer, parser, asio::use_awaitable);
-    };
-    auto done = co_await under_limit<std::size_t>(idle, state.options.idle_timeout, read_some());
-    if (done.exception) std::rethrow_exception(done.exception);
-    if (done.error) co_return done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
+  std::optional<asio::steady_timer> idle;
+  if (state.options.idle_timeout != duration::zero()) idle.emplace(co_await asio::this_coro::executor);
+  for (;;) {
+    // Parse what is buffered: a header first, then as much body as there is.
+    while (conn.buffer.size() != 0 && !parser.is_done()) {
+      error_code ec;
+      const std::size_t used = parser.put(conn.buffer.data(), ec);
+      conn.buffer.consume(used);
+      if (ec == beast_http::error::need_more) break;
+      if (ec) co_return ec;
+      if (used == 0) break;
+    }
+    if (parser.is_done()) co_return error_code{};
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+
+    const std::size_t size = beast::read_size(conn.buffer, 65536);
+    if (size == 0) co_return beast_http::error::buffer_overflow;
+    const auto space = conn.buffer.prepare(size);
+    error_code ec;
+    std::size_t n = 0;
+    if (!idle) {
+      std::tie(ec, n) = co_await stream.async_read_some(space, asio::as_tuple(asio::use_awaitable));
+    } else {
+      auto read_some = [&]() -> asio::awaitable<std::size_t> {
+        co_return co_await stream.async_read_some(space, asio::use_awaitable);
+      };
+      auto done = co_await under_limit<std::size_t>(*idle, state.options.idle_timeout, read_some());
+      if (done.exception) std::rethrow_exception(done.exception);
+      ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
+      if (done.value) n = *done.value;
+    }
+    conn.buffer.commit(n);
+    if (ec == asio::error::eof) {
+      // The server closed: that ends a body delimited by the connection's
+      // end; anything else is cut short.
+      if (!parser.got_some()) co_return beast_http::error::end_of_stream;
+      ec = {};
+      parser.put_eof(ec);
+      co_return ec;
+    }
+    if (ec) co_return ec;
   }
-  co_return error_code{};
 }
 
 template <class Stream>

@@ -5,7 +5,10 @@
 // Boost 1.81 equivalent of cancel_after. The timer and the operation run side
 // by side; when the timer fires first the operation receives *terminal*
 // cancellation through its cancellation slot; the caller's cancellation is
-// forwarded the same way. It completes only once the operation has finished,
+// forwarded the same way. Until the operation finishes, the cancellation is
+// repeated at an interval: an operation between two internal steps when the
+// first signal came would otherwise wait forever on its next step (see
+// retry_options::cancellation_repeat). It completes only once the operation has finished,
 // so no work is ever left running behind it. The timer's own (cancelled) wait
 // may still be queued then: it holds a reference to the runner's state, never
 // to the caller, so the caller's next step need not wait a turn for it.
@@ -46,17 +49,17 @@ class attempt_runner {
 
 public:
   template <class Executor, class Op>
-  static void start(Timer& timer, typename Timer::time_point deadline, const Executor& ex, Op&& op,
-                    Handler&& handler) {
+  static void start(Timer& timer, typename Timer::time_point deadline, duration repeat, const Executor& ex,
+                    Op&& op, Handler&& handler) {
     allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    ::new (self) attempt_runner(timer, std::move(handler), alloc);
+    ::new (self) attempt_runner(timer, repeat, std::move(handler), alloc);
     self->launch(deadline, ex, std::forward<Op>(op));
   }
 
 private:
-  attempt_runner(Timer& timer, Handler&& handler, const allocator_type& alloc)
-      : handler_(std::move(handler)), timer_(timer), alloc_(alloc) {}
+  attempt_runner(Timer& timer, duration repeat, Handler&& handler, const allocator_type& alloc)
+      : handler_(std::move(handler)), timer_(timer), repeat_(repeat), alloc_(alloc) {}
 
   template <class Executor, class Op>
   void launch(typename Timer::time_point deadline, const Executor& ex, Op&& op) {
@@ -64,8 +67,15 @@ private:
     if (caller_slot_.is_connected()) {
       // Any cancellation the caller sends becomes terminal for the attempt:
       // the attempt is abandoned, so its I/O must stop and may not be reused.
-      caller_slot_.assign([this](boost::asio::cancellation_type) {
-        if (!op_done_) signal_.emit(boost::asio::cancellation_type::terminal);
+      caller_slot_.assign([this, ex](boost::asio::cancellation_type) {
+        if (op_done_ || cancelled_) return;
+        cancel_operation();
+        // The deadline's wait gives way to the repeat (its aborted wait only
+        // drops its reference).
+        if (repeat_ > duration::zero()) {
+          timer_.expires_after(repeat_);
+          wait(ex);
+        }
       });
     }
 
@@ -82,19 +92,38 @@ private:
       // Starting the operation threw: nothing runs, nothing to wait for.
       result_.exception = std::current_exception();
       op_done_ = true;
-      references_ = 1;
       complete();
-      return;
     }
+    // An operation that completed inside the initiating call (or threw) needs
+    // no deadline; its handler may already be using the timer again.
+    if (!op_done_) {
+      timer_.expires_at(deadline);
+      wait(ex);
+    }
+    release(); // launch's own reference
+  }
 
-    timer_.expires_at(deadline);
-    timer_.async_wait(boost::asio::bind_executor(ex, [this](boost::system::error_code ec) {
+  // One wait of the timer: first for the deadline, then for each repeat of
+  // the cancellation while the operation is still winding down.
+  template <class Executor>
+  void wait(const Executor& ex) {
+    ++references_;
+    timer_.async_wait(boost::asio::bind_executor(ex, [this, ex](boost::system::error_code ec) {
       if (!ec && !op_done_) {
-        timed_out_ = true;
-        signal_.emit(boost::asio::cancellation_type::terminal);
+        if (!cancelled_) timed_out_ = true;
+        cancel_operation();
+        if (repeat_ > duration::zero()) {
+          timer_.expires_after(repeat_);
+          wait(ex);
+        }
       }
       release();
     }));
+  }
+
+  void cancel_operation() {
+    cancelled_ = true;
+    signal_.emit(boost::asio::cancellation_type::terminal);
   }
 
   template <class First, class... Rest>
@@ -149,24 +178,27 @@ private:
 
   Handler handler_;
   Timer& timer_;
+  duration repeat_;
   boost::asio::cancellation_signal signal_;
   boost::asio::cancellation_slot caller_slot_;
   allocator_type alloc_;
   attempt_completion<T> result_;
-  int references_ = 2; // the operation's completion and the timer's wait
+  int references_ = 2; // launch and the operation's completion, plus one per pending timer wait
   bool op_done_ = false;
+  bool cancelled_ = false; ///< terminal cancellation was sent at least once
   bool timed_out_ = false;
 };
 
-/// Starts `op` with a deadline on `timer`'s clock; `handler` receives an
+/// Starts `op` with a deadline on `timer`'s clock, repeating the cancellation
+/// every `cancellation_repeat` until it finishes (zero: once); `handler` receives an
 /// attempt_completion<T> on `ex` once the operation has finished. The
 /// deadline is an instant, not a duration, so that time spent between the
 /// decision to start and the start itself is not handed out twice.
 template <class T, class Timer, class Executor, class Op, class Handler>
-void run_attempt(Timer& timer, typename Timer::time_point deadline, const Executor& ex, Op&& op,
-                 Handler&& handler) {
-  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, deadline, ex, std::forward<Op>(op),
-                                                         std::forward<Handler>(handler));
+void run_attempt(Timer& timer, typename Timer::time_point deadline, duration cancellation_repeat, const Executor& ex,
+                 Op&& op, Handler&& handler) {
+  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, deadline, cancellation_repeat, ex,
+                                                         std::forward<Op>(op), std::forward<Handler>(handler));
 }
 
 } // namespace coretry::detail

@@ -205,7 +205,7 @@ private:
       s.pending_exception = std::current_exception();
       return boost::asio::post(s.strand, boost::asio::append(std::move(self), factory_threw{}));
     }
-    run_attempt<T>(s.timer, context.deadline, s.strand, std::move(*op),
+    run_attempt<T>(s.timer, context.deadline, s.options.cancellation_repeat, s.strand, std::move(*op),
                    boost::asio::bind_executor(s.strand, std::move(self)));
   }
 

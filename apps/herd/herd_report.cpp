@@ -1,0 +1,278 @@
+#include "herd/herd_report.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace herd {
+namespace {
+
+double ms(duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+std::string column_name(strategy s, bool budget) {
+  return std::string(to_string(s)) + (budget ? "+budget" : "");
+}
+
+std::ofstream open_for_writing(const std::filesystem::path& file) {
+  std::ofstream out(file, std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + file.string() + ": " + std::strerror(errno));
+  return out;
+}
+
+void close_checked(std::ofstream& out, const std::filesystem::path& file) {
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + file.string());
+}
+
+const contention_row* find_row(const std::vector<contention_row>& rows, unsigned clients, strategy s, bool budget) {
+  for (const auto& r : rows)
+    if (r.clients == clients && r.retry == s && r.budget == budget) return &r;
+  return nullptr;
+}
+
+template <class Cell>
+void print_grid(std::FILE* out, const char* title, const contention_study& study,
+                const std::vector<contention_row>& rows, bool budget, Cell cell) {
+  std::fprintf(out, "%s\n%8s", title, "clients");
+  for (strategy s : study.strategies) std::fprintf(out, " %13s", std::string(to_string(s)).c_str());
+  std::fprintf(out, "\n");
+  for (unsigned n : study.client_counts) {
+    std::fprintf(out, "%8u", n);
+    for (strategy s : study.strategies) {
+      const contention_row* r = find_row(rows, n, s, budget);
+      std::fprintf(out, " %13s", r ? cell(*r).c_str() : "-");
+    }
+    std::fprintf(out, "\n");
+  }
+  std::fprintf(out, "\n");
+}
+
+std::string fixed(double v, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, v);
+  return buffer;
+}
+
+} // namespace
+
+void print_contention_table(std::FILE* out, const contention_study& study, const std::vector<contention_row>& rows) {
+  std::fprintf(out,
+               "CONTENTION: one optimistic-concurrency row, every client writes it once; base %.0f ms, cap %.0f ms,\n"
+               "network |Normal(%.1f ms, %.1f ms)| each way; mean of %u runs per cell; attempts unlimited\n\n",
+               ms(study.base), ms(study.cap), ms(study.network.mean), ms(study.network.sd), study.runs);
+  for (bool budget : study.budgets) {
+    const char* suffix = budget ? " (budget on: token bucket 20, +0.1 per initial request)" : " (budget off)";
+    print_grid(out, (std::string("calls to the row") + suffix).c_str(), study, rows, budget,
+               [](const contention_row& r) { return fixed(r.mean_calls, 0); });
+    print_grid(out, (std::string("completion time of the last client, ms") + suffix).c_str(), study, rows, budget,
+               [](const contention_row& r) { return fixed(r.mean_completion_ms, 0); });
+    if (budget)
+      print_grid(out, "clients that wrote, % (budget on)", study, rows, budget,
+                 [](const contention_row& r) { return fixed(100.0 * r.success_rate, 1); });
+  }
+}
+
+void print_outage_table(std::FILE* out, const outage_study& study, const std::vector<outage_row>& rows) {
+  const outage_config& c = study.config;
+  std::fprintf(out,
+               "OUTAGE: %u clients start together; the dependency fails everything for %.0f ms, then serves\n"
+               "%u requests at a time (%.0f ms each) and turns the rest away; up to %u attempts per client,\n"
+               "windows from %.0f ms to %.0f ms; arrivals counted per 10 ms; times to success of the clients that succeeded\n\n",
+               c.clients, ms(c.outage), c.capacity, ms(c.service_time), c.max_attempts, ms(c.base), ms(c.cap));
+  std::fprintf(out, "%-22s %7s %8s %6s %6s %6s %6s %7s %8s %8s %8s %8s\n", "strategy", "calls", "att/cli", "peak",
+               "peakR", "peakA", "succ%", "budget", "p50 ms", "p90 ms", "p99 ms", "last ms");
+  for (const auto& r : rows)
+    std::fprintf(out, "%-22s %7llu %8.2f %6u %6u %6u %6.1f %7u %8.0f %8.0f %8.0f %8.0f\n",
+                 column_name(r.retry, r.budget).c_str(), static_cast<unsigned long long>(r.calls),
+                 r.attempts_per_client, r.peak_arrivals, r.peak_retry_arrivals, r.peak_after_recovery,
+                 100.0 * r.success_rate, r.budget_stops, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.completion));
+  std::fprintf(out,
+               "\npeak: most calls in any 10 ms; peakR: most retries in any 10 ms; peakA: most calls in any 10 ms\n"
+               "after the dependency is back; budget: clients stopped by the retry budget; last: when the last\n"
+               "client finished, success or not\n\n");
+}
+
+void write_contention_csv(const std::filesystem::path& file, const std::vector<contention_row>& rows) {
+  auto out = open_for_writing(file);
+  out << "clients,strategy,budget,runs,mean_calls,mean_completion_ms,success_rate\n";
+  for (const auto& r : rows)
+    out << r.clients << ',' << to_string(r.retry) << ',' << (r.budget ? "on" : "off") << ',' << r.runs << ','
+        << fixed(r.mean_calls, 2) << ',' << fixed(r.mean_completion_ms, 3) << ',' << fixed(r.success_rate, 4) << '\n';
+  close_checked(out, file);
+}
+
+void write_outage_csv(const std::filesystem::path& file, const std::vector<outage_row>& rows) {
+  auto out = open_for_writing(file);
+  out << "strategy,budget,clients,calls,retries,attempts_per_client,max_attempts_per_client,success_rate,"
+         "budget_stops,peak_arrivals_10ms,peak_retry_arrivals_10ms,peak_after_recovery_10ms,"
+         "p50_ms,p90_ms,p99_ms,max_ms,last_completion_ms\n";
+  for (const auto& r : rows)
+    out << to_string(r.retry) << ',' << (r.budget ? "on" : "off") << ',' << r.clients << ',' << r.calls << ','
+        << r.retries << ',' << fixed(r.attempts_per_client, 3) << ',' << r.max_attempts_per_client << ','
+        << fixed(r.success_rate, 4) << ',' << r.budget_stops << ',' << r.peak_arrivals << ','
+        << r.peak_retry_arrivals << ',' << r.peak_after_recovery << ',' << fixed(ms(r.p50), 3) << ','
+        << fixed(ms(r.p90), 3) << ',' << fixed(ms(r.p99), 3) << ',' << fixed(ms(r.max), 3) << ','
+        << fixed(ms(r.completion), 3) << '\n';
+  close_checked(out, file);
+}
+
+void write_arrivals_csv(const std::filesystem::path& file, const std::vector<outage_row>& rows) {
+  auto out = open_for_writing(file);
+  std::size_t buckets = 0;
+  out << "time_ms";
+  for (const auto& r : rows) {
+    out << ',' << column_name(r.retry, r.budget);
+    buckets = std::max(buckets, r.arrivals.size());
+  }
+  out << '\n';
+  const double width = ms(bucket_width);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    out << fixed(static_cast<double>(b) * width, 0);
+    for (const auto& r : rows) out << ',' << (b < r.arrivals.size() ? r.arrivals[b] : 0);
+    out << '\n';
+  }
+  close_checked(out, file);
+}
+
+std::string arrivals_gnuplot_script(const outage_study& study, const std::vector<outage_row>& rows,
+                                    const std::string& data, const std::string& image) {
+  // Column of each (strategy, budget) in the data file: time is column 1.
+  std::map<std::pair<strategy, bool>, std::size_t> column;
+  for (std::size_t i = 0; i < rows.size(); ++i) column[{rows[i].retry, rows[i].budget}] = i + 2;
+  std::vector<strategy> shown;
+  for (strategy s : study.strategies)
+    if (column.count({s, false}) || column.count({s, true})) shown.push_back(s);
+
+  const outage_config& c = study.config;
+  std::ostringstream g;
+  g << "# Arrivals at the dependency per 10 ms, one panel per retry strategy.\n"
+    << "# Written by herd; render with: gnuplot " << "arrivals.gp" << "\n"
+    << "set terminal pngcairo size 1100," << 220 * std::max<std::size_t>(shown.size(), 1) + 60
+    << " font 'sans,9'\n"
+    << "set output '" << image << "'\n"
+    << "set datafile separator ','\n"
+    << "set key top right\n"
+    << "set grid\n"
+    << "set xrange [0:*]\n"
+    << "set yrange [0:" << c.clients << "]\n"
+    << "set arrow from " << ms(c.outage) << ",graph 0 to " << ms(c.outage)
+    << ",graph 1 nohead dashtype 2 lc rgb '#888888'\n"
+    << "set multiplot layout " << std::max<std::size_t>(shown.size(), 1) << ",1 title '" << c.clients
+    << " clients, dependency down for " << ms(c.outage) << " ms then " << c.capacity
+    << " at a time: calls arriving per 10 ms'\n";
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const strategy s = shown[i];
+    g << "set title '" << to_string(s) << "'\n";
+    g << (i + 1 == shown.size() ? "set xlabel 'virtual time, ms'\n" : "unset xlabel\n");
+    g << "set ylabel 'calls / 10 ms'\n";
+    g << "plot ";
+    bool first = true;
+    for (bool budget : {false, true}) {
+      const auto found = column.find({s, budget});
+      if (found == column.end()) continue;
+      if (!first) g << ", ";
+      first = false;
+      g << "'" << data << "' using 1:" << found->second << " skip 1 with steps lw 1.2 lc rgb '"
+        << (budget ? "#d62728" : "#1f77b4") << "' title '" << (budget ? "budget on" : "budget off") << "'";
+    }
+    g << "\n";
+  }
+  g << "unset multiplot\n";
+  return g.str();
+}
+
+void write_contention_calls_csv(const std::filesystem::path& file, const contention_study& study,
+                                const std::vector<contention_row>& rows) {
+  auto out = open_for_writing(file);
+  out << "clients";
+  for (bool budget : study.budgets)
+    for (strategy s : study.strategies) out << ',' << column_name(s, budget);
+  out << '\n';
+  for (unsigned n : study.client_counts) {
+    out << n;
+    for (bool budget : study.budgets)
+      for (strategy s : study.strategies) {
+        const contention_row* r = find_row(rows, n, s, budget);
+        out << ',';
+        if (r) out << fixed(r->mean_calls, 2);
+      }
+    out << '\n';
+  }
+  close_checked(out, file);
+}
+
+std::string contention_gnuplot_script(const contention_study& study, const std::string& data,
+                                      const std::string& image) {
+  std::ostringstream g;
+  g << "# Calls to the contended row per number of clients (mean of " << study.runs << " runs).\n"
+    << "# Written by herd; render with: gnuplot contention.gp\n"
+    << "set terminal pngcairo size 1100,500 font 'sans,9'\n"
+    << "set output '" << image << "'\n"
+    << "set datafile separator ','\n"
+    << "set key top left\n"
+    << "set grid\n"
+    << "set xlabel 'clients'\nset ylabel 'calls (mean per run)'\n"
+    << "set title 'Optimistic-concurrency contention: total calls per strategy'\n"
+    << "plot ";
+  std::size_t col = 2;
+  for (bool budget : study.budgets)
+    for (strategy s : study.strategies) {
+      if (col > 2) g << ", ";
+      g << "'" << data << "' using 1:" << col++ << " skip 1 with linespoints " << (budget ? "dt 2 " : "")
+        << "title '" << column_name(s, budget) << "'";
+    }
+  g << "\n";
+  return g.str();
+}
+
+void write_text(const std::filesystem::path& file, const std::string& text) {
+  auto out = open_for_writing(file);
+  out << text;
+  close_checked(out, file);
+}
+
+std::optional<std::filesystem::path> find_gnuplot() {
+  const char* path = std::getenv("PATH");
+  if (!path) return std::nullopt;
+  std::string_view rest(path);
+  for (;;) {
+    const auto at = rest.find(':');
+    const std::string_view dir = rest.substr(0, at);
+    if (!dir.empty()) {
+      std::filesystem::path candidate = std::filesystem::path(dir) / "gnuplot";
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    if (at == std::string_view::npos) return std::nullopt;
+    rest.remove_prefix(at + 1);
+  }
+}
+
+int run_gnuplot(const std::filesystem::path& gnuplot, const std::filesystem::path& dir, const std::string& script) {
+  // posix_spawn, not system(): no shell, so no quoting of paths.
+  const std::string program = gnuplot.string();
+  std::vector<char*> argv{const_cast<char*>(program.c_str()), const_cast<char*>(script.c_str()), nullptr};
+  // gnuplot runs in `dir`, where the script names its data and image.
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  pid_t pid = 0;
+  const int spawned = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+} // namespace herd

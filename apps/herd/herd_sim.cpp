@@ -1,0 +1,394 @@
+#include "herd/herd_sim.hpp"
+
+#include <coretry/async_retry.hpp>
+#include <coretry/budget.hpp>
+#include <coretry/classify.hpp>
+#include <coretry/testing/manual_clock.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <numbers>
+
+namespace herd {
+namespace {
+
+namespace asio = boost::asio;
+using coretry::testing::manual_clock;
+using coretry::testing::manual_runner;
+using coretry::testing::manual_timer;
+using coretry::testing::seeded_random;
+
+/// A double uniform in (0, 1), from 53 random bits.
+double unit_interval(seeded_random& random) {
+  constexpr std::uint64_t top = (std::uint64_t{1} << 53) - 1;
+  return (static_cast<double>(random.uniform(top)) + 0.5) / static_cast<double>(top + 1);
+}
+
+/// One-way network delays, |Normal(mean, sd)|, by Box-Muller over seeded_random
+/// (not std::normal_distribution, whose draws differ between standard libraries:
+/// a seed must replay the same run everywhere).
+class delay_source {
+public:
+  delay_source(network_model model, std::uint64_t seed) : model_(model), random_(seed) {}
+
+  duration next() {
+    double z;
+    if (spare_) {
+      z = *spare_;
+      spare_.reset();
+    } else {
+      const double radius = std::sqrt(-2.0 * std::log(unit_interval(random_)));
+      const double angle = 2.0 * std::numbers::pi * unit_interval(random_);
+      z = radius * std::cos(angle);
+      spare_ = radius * std::sin(angle);
+    }
+    const double ns = std::abs(static_cast<double>(model_.mean.count()) + z * static_cast<double>(model_.sd.count()));
+    return duration(static_cast<duration::rep>(std::llround(ns)));
+  }
+
+private:
+  network_model model_;
+  seeded_random random_;
+  std::optional<double> spare_;
+};
+
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// Everything one run owns: its io_context on virtual time, its random
+/// streams, its budget and what it measures.
+struct world {
+  world(const run_config& config)
+      : network(config.network, mix(config.seed)), jitter(mix(config.seed ^ 0x6a09e667f3bcc908ULL)) {
+    if (config.budget)
+      budget.emplace(coretry::token_bucket_budget::options{budget_capacity, budget_tokens_per_initial_request});
+    result.clients = config.clients;
+    result.attempts.assign(config.clients, 0);
+    result.stops.assign(config.clients, coretry::stop_reason::succeeded);
+    result.ended.assign(config.clients, duration::zero());
+  }
+
+  duration now() const { return runner.elapsed(); }
+
+  /// A call reached the dependency.
+  void arrive(unsigned attempt_number) {
+    const auto index = static_cast<std::size_t>(now() / bucket_width);
+    if (result.arrivals.size() <= index) {
+      result.arrivals.resize(index + 1, 0);
+      result.retry_arrivals.resize(index + 1, 0);
+    }
+    ++result.arrivals[index];
+    ++result.calls;
+    if (attempt_number > 1) {
+      ++result.retry_arrivals[index];
+      ++result.retries;
+    }
+  }
+
+  asio::io_context io;
+  manual_runner runner{io};
+  delay_source network;
+  seeded_random jitter;
+  std::optional<coretry::token_bucket_budget> budget;
+  run_result result;
+  std::exception_ptr failure;
+};
+
+/// 200 is success; every failure this dependency gives (409 conflict, 503
+/// unavailable or overloaded) is an answered, transient one.
+struct herd_classifier {
+  coretry::verdict operator()(const boost::system::error_code& ec, int status) const {
+    if (ec) return coretry::classify_error(ec);
+    if (status == 200) return coretry::verdict::success();
+    return coretry::verdict::transient(status == 409 ? "conflict" : "unavailable", coretry::delivery::answered);
+  }
+};
+
+asio::awaitable<void> wait(manual_timer& timer, duration d) {
+  timer.expires_after(d);
+  co_await timer.async_wait(asio::use_awaitable);
+}
+
+// --- contention: the optimistic-concurrency row ---------------------------
+
+struct occ_row {
+  std::uint64_t version = 0;
+};
+
+/// One read-then-write attempt, as in the study: the read reaches the row
+/// after one delay; its answer comes back and the write goes out (two
+/// delays); the write succeeds only if the version is still the one read;
+/// its answer takes one more delay.
+asio::awaitable<int> occ_attempt(world& w, occ_row& row, unsigned number) {
+  manual_timer timer(co_await asio::this_coro::executor);
+  co_await wait(timer, w.network.next());
+  const std::uint64_t read_version = row.version;
+  const duration back_and_forth = w.network.next();
+  co_await wait(timer, back_and_forth + w.network.next());
+  w.arrive(number);
+  const bool written = row.version == read_version;
+  if (written) ++row.version;
+  co_await wait(timer, w.network.next());
+  co_return written ? 200 : 409;
+}
+
+// --- outage: a dependency that is down, then has a capacity -----------------
+
+struct outage_dependency {
+  duration down_until{};
+  unsigned capacity = 0;
+  duration service_time{};
+  unsigned in_service = 0;
+};
+
+asio::awaitable<int> outage_attempt(world& w, outage_dependency& dep, unsigned number) {
+  manual_timer timer(co_await asio::this_coro::executor);
+  co_await wait(timer, w.network.next());
+  w.arrive(number);
+  int status = 503;
+  if (w.now() >= dep.down_until && dep.in_service < dep.capacity) {
+    ++dep.in_service;
+    struct release {
+      unsigned& n;
+      ~release() { --n; }
+    } serving{dep.in_service};
+    co_await wait(timer, dep.service_time);
+    status = 200;
+  }
+  co_await wait(timer, w.network.next());
+  co_return status;
+}
+
+/// Starts every client's retrying operation at time zero (they fail
+/// together) and runs virtual time until all have finished.
+template <class MakeAttempt>
+void run_clients(world& w, const coretry::policy& p, MakeAttempt make_attempt) {
+  coretry::retry_options options;
+  options.safety = coretry::repeat_safety::idempotent;
+  options.budget = w.budget ? &*w.budget : nullptr;
+  options.random = &w.jitter;
+  options.operation = "herd";
+  for (unsigned i = 0; i < w.result.clients; ++i) {
+    coretry::async_retry<manual_timer>(
+        w.io.get_executor(), p, options,
+        [&make_attempt](coretry::attempt_context<manual_clock> attempt) { return make_attempt(attempt.number); },
+        herd_classifier{},
+        [&w, i](std::exception_ptr error, coretry::outcome<int> outcome) {
+          if (error && !w.failure) w.failure = error;
+          w.result.attempts[i] = outcome.attempts;
+          w.result.stops[i] = outcome.reason;
+          w.result.ended[i] = w.now();
+          if (outcome.succeeded()) ++w.result.succeeded;
+          if (outcome.reason == coretry::stop_reason::budget_exhausted) ++w.result.budget_stops;
+        });
+  }
+  w.runner.run();
+  if (w.failure) std::rethrow_exception(w.failure);
+  w.result.completion = w.result.ended.empty() ? duration::zero()
+                                               : *std::max_element(w.result.ended.begin(), w.result.ended.end());
+}
+
+void check(const run_config& config) {
+  if (config.clients == 0) throw std::invalid_argument("clients must be at least 1");
+  if (config.base < duration::zero() || config.cap < duration::zero())
+    throw std::invalid_argument("backoff base and cap must not be negative");
+  if (config.cap < config.base) throw std::invalid_argument("backoff cap is smaller than its base");
+  if (config.network.mean < duration::zero() || config.network.sd < duration::zero())
+    throw std::invalid_argument("network delay mean and deviation must not be negative");
+}
+
+} // namespace
+
+std::string_view to_string(strategy s) noexcept {
+  switch (s) {
+  case strategy::no_backoff: return "no-backoff";
+  case strategy::exponential: return "exponential";
+  case strategy::full: return "full";
+  case strategy::equal: return "equal";
+  case strategy::decorrelated: return "decorrelated";
+  }
+  return "invalid";
+}
+
+std::optional<strategy> parse_strategy(std::string_view name) noexcept {
+  for (strategy s : all_strategies)
+    if (name == to_string(s)) return s;
+  return std::nullopt;
+}
+
+coretry::backoff_policy backoff_for(strategy s, duration base, duration cap) {
+  coretry::backoff_policy b;
+  b.initial_window = base;
+  b.multiplier = 2.0;
+  b.max_window = cap;
+  b.floor = duration::zero();
+  switch (s) {
+  case strategy::no_backoff:
+    b.initial_window = b.max_window = duration::zero();
+    b.multiplier = 1.0;
+    b.jitter = coretry::jitter_kind::none;
+    break;
+  case strategy::exponential: b.jitter = coretry::jitter_kind::none; break;
+  case strategy::full: b.jitter = coretry::jitter_kind::full; break;
+  case strategy::equal: b.jitter = coretry::jitter_kind::equal; break;
+  case strategy::decorrelated: b.jitter = coretry::jitter_kind::decorrelated; break;
+  }
+  return b;
+}
+
+run_result run_contention(const contention_config& config) {
+  check(config);
+  coretry::policy p;
+  p.max_attempts = std::numeric_limits<unsigned>::max(); // unlimited, as in the study
+  p.overall_deadline = duration::max();
+  p.attempt_limit = std::chrono::hours(1); // the row never makes an attempt wait
+  p.min_attempt_allowance = duration::zero();
+  p.completion_reserve = duration::zero();
+  p.backoff = backoff_for(config.retry, config.base, config.cap);
+
+  world w(config);
+  occ_row row;
+  run_clients(w, p, [&](unsigned number) { return occ_attempt(w, row, number); });
+  return std::move(w.result);
+}
+
+run_result run_outage(const outage_config& config) {
+  check(config);
+  if (config.outage < duration::zero()) throw std::invalid_argument("outage must not be negative");
+  if (config.capacity == 0) throw std::invalid_argument("capacity must be at least 1");
+  if (config.service_time < duration::zero()) throw std::invalid_argument("service time must not be negative");
+  if (config.max_attempts == 0) throw std::invalid_argument("max attempts must be at least 1");
+  coretry::policy p;
+  p.max_attempts = config.max_attempts;
+  p.overall_deadline = duration::max();
+  p.attempt_limit = config.attempt_limit;
+  p.min_attempt_allowance = duration::zero();
+  p.completion_reserve = duration::zero();
+  p.backoff = backoff_for(config.retry, config.base, config.cap);
+
+  world w(config);
+  outage_dependency dep{config.outage, config.capacity, config.service_time};
+  run_clients(w, p, [&](unsigned number) { return outage_attempt(w, dep, number); });
+  return std::move(w.result);
+}
+
+std::uint32_t peak(const std::vector<std::uint32_t>& buckets, std::size_t from) noexcept {
+  if (from >= buckets.size()) return 0;
+  return *std::max_element(buckets.begin() + static_cast<std::ptrdiff_t>(from), buckets.end());
+}
+
+duration percentile(std::vector<duration> values, double q) {
+  if (values.empty()) return duration::zero();
+  std::sort(values.begin(), values.end());
+  const double rank = std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size()));
+  const std::size_t index = rank < 1.0 ? 0 : static_cast<std::size_t>(rank) - 1;
+  return values[std::min(index, values.size() - 1)];
+}
+
+std::uint64_t run_seed(std::uint64_t study_seed, std::string_view scenario, unsigned clients, unsigned run) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a over the scenario's name
+  for (unsigned char c : scenario) h = (h ^ c) * 0x100000001b3ULL;
+  return mix(mix(mix(study_seed ^ h) ^ clients) ^ (std::uint64_t{run} << 32));
+}
+
+std::vector<contention_row> run_contention_study(const contention_study& study, const progress_fn& progress) {
+  std::vector<contention_row> rows;
+  const std::size_t total = study.client_counts.size() * study.strategies.size() * study.budgets.size() * study.runs;
+  std::size_t done = 0;
+  for (unsigned clients : study.client_counts)
+    for (bool budget : study.budgets)
+      for (strategy s : study.strategies) {
+        contention_row row{clients, s, budget, study.runs};
+        std::uint64_t succeeded = 0;
+        for (unsigned run = 0; run < study.runs; ++run) {
+          contention_config c;
+          c.clients = clients;
+          c.retry = s;
+          c.budget = budget;
+          c.base = study.base;
+          c.cap = study.cap;
+          c.network = study.network;
+          // The same seed for every strategy: each sees the same network.
+          c.seed = run_seed(study.seed, "contention", clients, run);
+          const run_result r = run_contention(c);
+          row.mean_calls += static_cast<double>(r.calls);
+          row.mean_completion_ms += std::chrono::duration<double, std::milli>(r.completion).count();
+          succeeded += r.succeeded;
+          if (progress)
+            progress(++done, total,
+                     "contention " + std::to_string(clients) + " clients " + std::string(to_string(s)) +
+                         (budget ? " budget" : ""));
+        }
+        if (study.runs > 0) {
+          row.mean_calls /= study.runs;
+          row.mean_completion_ms /= study.runs;
+          row.success_rate = static_cast<double>(succeeded) / (static_cast<double>(clients) * study.runs);
+        }
+        rows.push_back(row);
+      }
+  return rows;
+}
+
+outage_row summarize_outage(const outage_config& config, const run_result& r) {
+  outage_row row;
+  row.retry = config.retry;
+  row.budget = config.budget;
+  row.clients = r.clients;
+  row.calls = r.calls;
+  row.retries = r.retries;
+  std::uint64_t attempts = 0;
+  for (unsigned a : r.attempts) {
+    attempts += a;
+    row.max_attempts_per_client = std::max(row.max_attempts_per_client, a);
+  }
+  row.attempts_per_client = r.clients ? static_cast<double>(attempts) / r.clients : 0.0;
+  row.success_rate = r.clients ? static_cast<double>(r.succeeded) / r.clients : 0.0;
+  row.budget_stops = r.budget_stops;
+  row.peak_arrivals = peak(r.arrivals);
+  row.peak_retry_arrivals = peak(r.retry_arrivals);
+  // The first bucket that lies wholly after the outage.
+  const auto recovered = static_cast<std::size_t>((config.outage + bucket_width - duration(1)) / bucket_width);
+  row.peak_after_recovery = peak(r.arrivals, recovered);
+  std::vector<duration> successes;
+  for (std::size_t i = 0; i < r.ended.size(); ++i)
+    if (r.stops[i] == coretry::stop_reason::succeeded) successes.push_back(r.ended[i]);
+  row.p50 = percentile(successes, 0.50);
+  row.p90 = percentile(successes, 0.90);
+  row.p99 = percentile(successes, 0.99);
+  row.max = percentile(successes, 1.0);
+  row.completion = r.completion;
+  row.arrivals = r.arrivals;
+  return row;
+}
+
+std::vector<outage_row> run_outage_study(const outage_study& study, const progress_fn& progress) {
+  std::vector<outage_row> rows;
+  const std::size_t total = study.strategies.size() * study.budgets.size();
+  std::size_t done = 0;
+  for (bool budget : study.budgets)
+    for (strategy s : study.strategies) {
+      outage_config c = study.config;
+      c.retry = s;
+      c.budget = budget;
+      c.seed = run_seed(study.seed, "outage", c.clients, 0);
+      rows.push_back(summarize_outage(c, run_outage(c)));
+      if (progress)
+        progress(++done, total,
+                 "outage " + std::to_string(c.clients) + " clients " + std::string(to_string(s)) +
+                     (budget ? " budget" : ""));
+    }
+  return rows;
+}
+
+} // namespace herd

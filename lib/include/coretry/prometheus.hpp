@@ -1,0 +1,88 @@
+#ifndef CORETRY_PROMETHEUS_HPP
+#define CORETRY_PROMETHEUS_HPP
+
+#include <coretry/budget.hpp>
+#include <coretry/observer.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coretry {
+
+/// A retry_observer that keeps counters per route template and renders them
+/// in the Prometheus text exposition format (version 0.0.4). Thread-safe:
+/// every counter is a relaxed atomic, and no event takes a lock, so one
+/// observer can be shared by all operations on all threads.
+///
+/// Labels come only from bounded sets:
+///  - `route`: one of the route templates given at construction (an event
+///    for any other operation name is counted under "other");
+///  - `category`: the verdict's category of a failed attempt (string
+///    literals such as "http_503", "timeout"); the first
+///    `max_categories_per_route` distinct ones get their own series, any
+///    further ones are counted under "other";
+///  - `reason`: a stop_reason.
+///
+/// Series (with the default prefix "coretry"):
+///   coretry_operations_total{route}            logical operations
+///   coretry_attempts_total{route}              attempts started
+///   coretry_initial_successes_total{route}     operations whose first attempt succeeded
+///   coretry_successes_total{route}             operations that ended in success
+///   coretry_attempt_failures_total{route,category}
+///   coretry_attempts_per_operation{route,le}   histogram (buckets 1..9, +Inf)
+///   coretry_backoffs_total{route}              sleeps between attempts
+///   coretry_backoff_seconds_total{route}       time slept (scheduled) between attempts
+///   coretry_cancellations_total{route}
+///   coretry_stops_total{route,reason}          every reason, zeros included
+///   coretry_budget_tokens{dependency}          gauge, per watched budget
+///   coretry_budget_capacity{dependency}        gauge
+class prometheus_observer final : public retry_observer {
+public:
+  static constexpr std::size_t max_categories_per_route = 16;
+
+  /// `routes`: the bounded set of operation names (route templates).
+  /// Throws std::invalid_argument for an empty or duplicate route, or a
+  /// prefix that is not a valid metric name.
+  explicit prometheus_observer(std::vector<std::string> routes, std::string prefix = "coretry");
+  ~prometheus_observer() override;
+  prometheus_observer(const prometheus_observer&) = delete;
+  prometheus_observer& operator=(const prometheus_observer&) = delete;
+
+  /// Reports `budget`'s tokens as a gauge labelled dependency="NAME". Call
+  /// before the observer is shared (not thread-safe); the budget must outlive
+  /// the observer's renderings.
+  void watch_budget(std::string dependency, const token_bucket_budget& budget);
+
+  void attempt_started(const attempt_started_event& e) noexcept override;
+  void attempt_finished(const attempt_finished_event& e) noexcept override;
+  void backoff_scheduled(const backoff_event& e) noexcept override;
+  void stopped(const stop_event& e) noexcept override;
+
+  /// Appends the exposition text (HELP and TYPE lines, then samples).
+  void write(std::string& out) const;
+  std::string text() const;
+
+  /// Escapes a label value for the text format (backslash, quote, newline).
+  static std::string escape_label_value(std::string_view value);
+
+private:
+  struct route_counters;
+  route_counters& find(std::string_view route) noexcept;
+
+  std::string prefix_;
+  std::vector<std::unique_ptr<route_counters>> routes_; // the last one is "other"
+  struct watched_budget {
+    std::string dependency;
+    const token_bucket_budget* budget;
+  };
+  std::vector<watched_budget> budgets_;
+};
+
+} // namespace coretry
+
+#endif

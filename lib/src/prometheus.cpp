@@ -1,0 +1,238 @@
+#include <coretry/prometheus.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+namespace coretry {
+
+namespace {
+constexpr auto relaxed = std::memory_order_relaxed;
+using counter = std::atomic<std::uint64_t>;
+
+bool valid_metric_name(std::string_view name) {
+  if (name.empty()) return false;
+  const auto ok = [](char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (!first && c >= '0' && c <= '9');
+  };
+  if (!ok(name.front(), true)) return false;
+  return std::all_of(name.begin() + 1, name.end(), [&](char c) { return ok(c, false); });
+}
+
+// Prometheus wants a float; nine significant digits are plenty for counts of seconds and tokens.
+std::string format_double(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  return buffer;
+}
+} // namespace
+
+struct prometheus_observer::route_counters {
+  explicit route_counters(std::string n) : name(std::move(n)), label(escape_label_value(name)) {}
+  ~route_counters() {
+    for (auto& slot : categories) delete slot.name.load(relaxed);
+  }
+
+  struct category_slot {
+    std::atomic<const std::string*> name{nullptr};
+    counter count{0};
+  };
+
+  std::string name;
+  std::string label; // escaped
+  counter operations{0}, attempts{0}, initial_successes{0}, final_successes{0}, cancellations{0}, backoffs{0};
+  std::atomic<std::int64_t> backoff_ns{0};
+  std::array<counter, retry_counters::attempt_buckets> per_operation{};
+  std::array<counter, stop_reason_count> stops{};
+  std::array<category_slot, max_categories_per_route> categories{};
+  counter other_category{0};
+
+  // Lock-free: a slot's name is published once, by compare-exchange.
+  void count_failure(std::string_view category) noexcept {
+    for (auto& slot : categories) {
+      const std::string* seen = slot.name.load(std::memory_order_acquire);
+      if (seen == nullptr) {
+        const std::string* mine = nullptr;
+        try {
+          mine = new std::string(category);
+        } catch (...) {
+          break;
+        }
+        if (slot.name.compare_exchange_strong(seen, mine, std::memory_order_acq_rel)) {
+          slot.count.fetch_add(1, relaxed);
+          return;
+        }
+        delete mine; // another thread took the slot: `seen` is its name
+      }
+      if (*seen == category) {
+        slot.count.fetch_add(1, relaxed);
+        return;
+      }
+    }
+    other_category.fetch_add(1, relaxed);
+  }
+};
+
+prometheus_observer::prometheus_observer(std::vector<std::string> routes, std::string prefix)
+    : prefix_(std::move(prefix)) {
+  if (!valid_metric_name(prefix_)) throw std::invalid_argument("metric prefix '" + prefix_ + "' is not a valid name");
+  for (auto& route : routes) {
+    if (route.empty()) throw std::invalid_argument("a route template may not be empty");
+    if (route == "other") throw std::invalid_argument("route 'other' is reserved for unknown operations");
+    for (const auto& known : routes_)
+      if (known->name == route) throw std::invalid_argument("route '" + route + "' is given twice");
+    routes_.push_back(std::make_unique<route_counters>(std::move(route)));
+  }
+  routes_.push_back(std::make_unique<route_counters>("other"));
+}
+
+prometheus_observer::~prometheus_observer() = default;
+
+void prometheus_observer::watch_budget(std::string dependency, const token_bucket_budget& budget) {
+  budgets_.push_back({std::move(dependency), &budget});
+}
+
+prometheus_observer::route_counters& prometheus_observer::find(std::string_view route) noexcept {
+  // Few routes: a linear scan beats hashing and needs no lock.
+  for (std::size_t i = 0; i + 1 < routes_.size(); ++i)
+    if (routes_[i]->name == route) return *routes_[i];
+  return *routes_.back();
+}
+
+void prometheus_observer::attempt_started(const attempt_started_event& e) noexcept {
+  route_counters& r = find(e.operation);
+  r.attempts.fetch_add(1, relaxed);
+  if (e.attempt == 1) r.operations.fetch_add(1, relaxed);
+}
+
+void prometheus_observer::attempt_finished(const attempt_finished_event& e) noexcept {
+  route_counters& r = find(e.operation);
+  if (e.record.classified.status == attempt_status::success) {
+    if (e.record.number == 1) r.initial_successes.fetch_add(1, relaxed);
+    return;
+  }
+  r.count_failure(e.record.classified.category);
+}
+
+void prometheus_observer::backoff_scheduled(const backoff_event& e) noexcept {
+  route_counters& r = find(e.operation);
+  r.backoffs.fetch_add(1, relaxed);
+  r.backoff_ns.fetch_add(e.wait.count(), relaxed);
+}
+
+void prometheus_observer::stopped(const stop_event& e) noexcept {
+  route_counters& r = find(e.operation);
+  r.stops[static_cast<std::size_t>(e.reason)].fetch_add(1, relaxed);
+  if (e.reason == stop_reason::succeeded) r.final_successes.fetch_add(1, relaxed);
+  if (e.reason == stop_reason::cancelled) r.cancellations.fetch_add(1, relaxed);
+  if (e.attempts == 0) { // stopped before its first attempt: counted through its stop
+    r.operations.fetch_add(1, relaxed);
+    return;
+  }
+  r.per_operation[std::min<std::size_t>(e.attempts, retry_counters::attempt_buckets) - 1].fetch_add(1, relaxed);
+}
+
+std::string prometheus_observer::escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void prometheus_observer::write(std::string& out) const {
+  const auto header = [&](std::string_view name, std::string_view type, std::string_view help) {
+    out += "# HELP " + prefix_;
+    out += name;
+    out += ' ';
+    out += help;
+    out += "\n# TYPE " + prefix_;
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+  };
+  const auto sample = [&](std::string_view name, const std::string& labels, const std::string& value) {
+    out += prefix_;
+    out += name;
+    out += '{';
+    out += labels;
+    out += "} ";
+    out += value;
+    out += '\n';
+  };
+  const auto route_label = [](const route_counters& r) { return "route=\"" + r.label + "\""; };
+  const auto simple = [&](std::string_view name, std::string_view help, const counter route_counters::*member) {
+    header(name, "counter", help);
+    for (const auto& r : routes_) sample(name, route_label(*r), std::to_string(((*r).*member).load(relaxed)));
+  };
+
+  simple("_operations_total", "Logical operations started.", &route_counters::operations);
+  simple("_attempts_total", "Attempts started, the first included.", &route_counters::attempts);
+  simple("_initial_successes_total", "Operations whose first attempt succeeded.", &route_counters::initial_successes);
+  simple("_successes_total", "Operations that ended in success.", &route_counters::final_successes);
+
+  header("_attempt_failures_total", "counter", "Failed attempts by failure category.");
+  for (const auto& r : routes_) {
+    for (const auto& slot : r->categories) {
+      const std::string* name = slot.name.load(std::memory_order_acquire);
+      if (name == nullptr) break;
+      sample("_attempt_failures_total", route_label(*r) + ",category=\"" + escape_label_value(*name) + "\"",
+             std::to_string(slot.count.load(relaxed)));
+    }
+    const std::uint64_t other = r->other_category.load(relaxed);
+    if (other != 0) sample("_attempt_failures_total", route_label(*r) + ",category=\"other\"", std::to_string(other));
+  }
+
+  header("_attempts_per_operation", "histogram", "Attempts each finished operation made.");
+  for (const auto& r : routes_) {
+    std::uint64_t cumulative = 0, sum = 0;
+    for (std::size_t i = 0; i < r->per_operation.size(); ++i) {
+      const std::uint64_t n = r->per_operation[i].load(relaxed);
+      cumulative += n;
+      sum += n * (i + 1); // the last bucket counts 10 or more as 10
+      const std::string le = i + 1 == r->per_operation.size() ? "+Inf" : std::to_string(i + 1);
+      sample("_attempts_per_operation_bucket", route_label(*r) + ",le=\"" + le + "\"", std::to_string(cumulative));
+    }
+    sample("_attempts_per_operation_sum", route_label(*r), std::to_string(sum));
+    sample("_attempts_per_operation_count", route_label(*r), std::to_string(cumulative));
+  }
+
+  simple("_backoffs_total", "Sleeps scheduled between attempts.", &route_counters::backoffs);
+  header("_backoff_seconds_total", "counter", "Time scheduled for sleeping between attempts.");
+  for (const auto& r : routes_)
+    sample("_backoff_seconds_total", route_label(*r),
+           format_double(std::chrono::duration<double>(duration(r->backoff_ns.load(relaxed))).count()));
+  simple("_cancellations_total", "Operations cancelled by their caller.", &route_counters::cancellations);
+
+  header("_stops_total", "counter", "Operations stopped, by stop reason.");
+  for (const auto& r : routes_)
+    for (int i = 0; i < stop_reason_count; ++i)
+      sample("_stops_total",
+             route_label(*r) + ",reason=\"" + std::string{to_string(static_cast<stop_reason>(i))} + "\"",
+             std::to_string(r->stops[static_cast<std::size_t>(i)].load(relaxed)));
+
+  if (!budgets_.empty()) {
+    header("_budget_tokens", "gauge", "Retry tokens left in the dependency's budget.");
+    for (const auto& b : budgets_)
+      sample("_budget_tokens", "dependency=\"" + escape_label_value(b.dependency) + "\"",
+             format_double(b.budget->tokens()));
+    header("_budget_capacity", "gauge", "Capacity of the dependency's retry budget.");
+    for (const auto& b : budgets_)
+      sample("_budget_capacity", "dependency=\"" + escape_label_value(b.dependency) + "\"",
+             format_double(b.budget->capacity()));
+  }
+}
+
+std::string prometheus_observer::text() const {
+  std::string out;
+  write(out);
+  return out;
+}
+
+} // namespace coretry

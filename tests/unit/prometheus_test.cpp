@@ -1,0 +1,148 @@
+// The Prometheus observer's exposition text: exact lines for a known
+// sequence of events, bounded labels, and a parse of every sample line.
+
+#include <coretry/prometheus.hpp>
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using coretry::attempt_record;
+using coretry::prometheus_observer;
+using coretry::stop_reason;
+using coretry::verdict;
+
+namespace {
+
+// Every sample line, keyed by "name{labels}"; fails on a line that is not a
+// comment and not a valid sample.
+std::map<std::string, double> parse_samples(const std::string& text) {
+  static const std::regex sample_line{R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*\})? ([-+0-9.eE]+|\+Inf|NaN)$)"};
+  std::map<std::string, double> samples;
+  std::istringstream lines{text};
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
+    std::smatch match;
+    INFO("line: ", line);
+    REQUIRE(std::regex_match(line, match, sample_line));
+    const auto space = line.rfind(' ');
+    CHECK(samples.emplace(line.substr(0, space), std::stod(line.substr(space + 1))).second);
+  }
+  return samples;
+}
+
+void run_operation(prometheus_observer& o, std::string_view route, const std::vector<verdict>& verdicts,
+                   stop_reason reason, coretry::duration wait = 10ms) {
+  unsigned n = 0;
+  for (const verdict& v : verdicts) {
+    ++n;
+    if (n > 1) o.backoff_scheduled({route, n, 0ms, wait, coretry::wait_source::local});
+    o.attempt_started({route, n, 0ms, 100ms});
+    attempt_record record;
+    record.number = n;
+    record.classified = v;
+    o.attempt_finished({route, record});
+  }
+  o.stopped({route, reason, n, 0ms, 0ms});
+}
+
+} // namespace
+
+TEST_SUITE("prometheus observer") {
+
+TEST_CASE("counters, histogram, stops and budget render as Prometheus text") {
+  prometheus_observer o{{"/books/{id}"}};
+  coretry::token_bucket_budget budget;
+  o.watch_budget("pricing", budget);
+
+  const auto fail = verdict::transient("http_503");
+  run_operation(o, "/books/{id}", {verdict::success()}, stop_reason::succeeded);
+  run_operation(o, "/books/{id}", {fail, verdict::success()}, stop_reason::succeeded, 250ms);
+  run_operation(o, "/books/{id}", {fail, fail, fail}, stop_reason::attempts_exhausted);
+  run_operation(o, "/books/{id}", {verdict::transient("timeout")}, stop_reason::cancelled);
+  run_operation(o, "/unknown/route?id=42", {verdict::success()}, stop_reason::succeeded);
+  budget.try_acquire_retry();
+  budget.try_acquire_retry();
+
+  const std::string text = o.text();
+  const auto s = parse_samples(text);
+  const std::string r = R"(route="/books/{id}")";
+  CHECK(s.at("coretry_operations_total{" + r + "}") == 4);
+  CHECK(s.at("coretry_attempts_total{" + r + "}") == 7);
+  CHECK(s.at("coretry_initial_successes_total{" + r + "}") == 1);
+  CHECK(s.at("coretry_successes_total{" + r + "}") == 2);
+  CHECK(s.at("coretry_attempt_failures_total{" + r + R"(,category="http_503"})") == 4);
+  CHECK(s.at("coretry_attempt_failures_total{" + r + R"(,category="timeout"})") == 1);
+  CHECK(s.at("coretry_attempts_per_operation_bucket{" + r + R"(,le="1"})") == 2);
+  CHECK(s.at("coretry_attempts_per_operation_bucket{" + r + R"(,le="2"})") == 3);
+  CHECK(s.at("coretry_attempts_per_operation_bucket{" + r + R"(,le="3"})") == 4);
+  CHECK(s.at("coretry_attempts_per_operation_bucket{" + r + R"(,le="+Inf"})") == 4);
+  CHECK(s.at("coretry_attempts_per_operation_sum{" + r + "}") == 7);
+  CHECK(s.at("coretry_attempts_per_operation_count{" + r + "}") == 4);
+  CHECK(s.at("coretry_backoffs_total{" + r + "}") == 3);
+  CHECK(s.at("coretry_backoff_seconds_total{" + r + "}") == doctest::Approx(0.27));
+  CHECK(s.at("coretry_cancellations_total{" + r + "}") == 1);
+  CHECK(s.at("coretry_stops_total{" + r + R"(,reason="succeeded"})") == 2);
+  CHECK(s.at("coretry_stops_total{" + r + R"(,reason="attempts_exhausted"})") == 1);
+  CHECK(s.at("coretry_stops_total{" + r + R"(,reason="cancelled"})") == 1);
+  CHECK(s.at("coretry_stops_total{" + r + R"(,reason="budget_exhausted"})") == 0);
+  CHECK(s.at(R"(coretry_budget_tokens{dependency="pricing"})") == 18);
+  CHECK(s.at(R"(coretry_budget_capacity{dependency="pricing"})") == 20);
+  // An unknown operation name never becomes a label value of its own.
+  CHECK(s.at(R"(coretry_operations_total{route="other"})") == 1);
+  CHECK(text.find("/unknown/route") == std::string::npos);
+  CHECK(text.find("# TYPE coretry_attempts_per_operation histogram\n") != std::string::npos);
+  CHECK(text.find("# TYPE coretry_budget_tokens gauge\n") != std::string::npos);
+  CHECK(text.find("coretry_successes_total{route=\"/books/{id}\"} 2\n") != std::string::npos);
+}
+
+TEST_CASE("failure categories are bounded per route") {
+  prometheus_observer o{{"r"}};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int i = 0; i < 40; ++i) v.push_back("category_" + std::to_string(i));
+    return v;
+  }();
+  for (const auto& name : names) run_operation(o, "r", {verdict::transient(name)}, stop_reason::attempts_exhausted);
+  const auto s = parse_samples(o.text());
+  std::set<std::string> categories;
+  for (const auto& [key, value] : s)
+    if (key.starts_with("coretry_attempt_failures_total{route=\"r\"")) categories.insert(key);
+  CHECK(categories.size() == prometheus_observer::max_categories_per_route + 1);
+  CHECK(s.at(R"(coretry_attempt_failures_total{route="r",category="other"})") ==
+        40 - prometheus_observer::max_categories_per_route);
+}
+
+TEST_CASE("counts from many threads add up") {
+  prometheus_observer o{{"r"}};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i)
+        run_operation(o, "r", {verdict::transient(i % 2 ? "a" : "b"), verdict::success()}, stop_reason::succeeded);
+    });
+  for (auto& t : threads) t.join();
+  const auto s = parse_samples(o.text());
+  CHECK(s.at(R"(coretry_operations_total{route="r"})") == 4000);
+  CHECK(s.at(R"(coretry_attempts_total{route="r"})") == 8000);
+  CHECK(s.at(R"(coretry_attempt_failures_total{route="r",category="a"})") == 2000);
+  CHECK(s.at(R"(coretry_attempt_failures_total{route="r",category="b"})") == 2000);
+}
+
+TEST_CASE("label values are escaped and bad construction is refused") {
+  CHECK(prometheus_observer::escape_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+  CHECK_THROWS_AS(prometheus_observer({"a", "a"}), std::invalid_argument);
+  CHECK_THROWS_AS(prometheus_observer({""}), std::invalid_argument);
+  CHECK_THROWS_AS(prometheus_observer({"other"}), std::invalid_argument);
+  CHECK_THROWS_AS(prometheus_observer({"a"}, "1bad"), std::invalid_argument);
+}
+
+} // TEST_SUITE

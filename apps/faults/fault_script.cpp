@@ -129,6 +129,8 @@ void apply_option(response_plan& plan, const std::string& name, const std::optio
     plan.body = require_value(name, value);
   } else if (name == "delay") {
     plan.delay = std::chrono::milliseconds{parse_number(require_value(name, value), max_delay_ms, "delay")};
+  } else if (name == "percent") {
+    plan.percent = static_cast<unsigned>(parse_number(require_value(name, value), 100, "percent"));
   } else if (name == "drip") {
     const std::string text = require_value(name, value);
     const auto colon = text.find(':');
@@ -191,6 +193,7 @@ response_plan parse_step(std::string_view step, std::chrono::system_clock::time_
     }
     first = false;
   });
+  if (plan.percent != 100) throw script_error("'percent' applies to /status scripts only, not to sequence steps");
   check_plan(plan);
   return plan;
 }

@@ -21,6 +21,8 @@
 //          | header=NAME:VALUE               an extra header field (repeatable)
 //          | body=TEXT                       the body instead of {"status":CODE}
 //          | delay=MS                        wait before sending the headers
+//          | percent=P                       (/status only) follow this script for P% of
+//                                            requests, drawn at random; the rest get a plain 200
 //          | drip=N:MS                       N body bytes, each after a MS pause
 //          | hang-after-headers              headers, then silence until closed
 //          | close                           close without responding
@@ -54,6 +56,9 @@ struct response_plan {
   /// The body=TEXT option; the default body is `{"status":CODE}`.
   std::optional<std::string> body;
   std::chrono::milliseconds delay{0};
+  /// The percent=P option: the share of requests (0-100) that get this plan;
+  /// the others get a plain 200. Only /status scripts honour it.
+  unsigned percent = 100;
   response_fate fate = response_fate::complete;
   std::size_t drip_bytes = 0;
   std::chrono::milliseconds drip_interval{0};

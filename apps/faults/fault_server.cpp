@@ -29,6 +29,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string_view>
 #include <type_traits>
@@ -325,7 +326,13 @@ private:
     try {
       const auto now = std::chrono::system_clock::now();
       if (path == "/echo") return json_reply(echo_json(request));
-      if (path.starts_with("/status/")) return parse_status_script(path.substr(8), query, now);
+      if (path.starts_with("/status/")) {
+        response_plan plan = parse_status_script(path.substr(8), query, now);
+        // percent=P: this plan for P% of requests, a plain 200 for the rest.
+        if (plan.percent < 100 && std::uniform_int_distribution<unsigned>{0, 99}(random_) >= plan.percent)
+          return response_plan{};
+        return plan;
+      }
       if (path.starts_with("/seq/")) {
         const std::string_view name = path.substr(5);
         if (name.empty()) throw script_error("a sequence needs a name: /seq/NAME?steps=...");
@@ -467,6 +474,7 @@ private:
   bool stopping_ = false;
   std::uint64_t last_connection_id_ = 0;
   std::map<std::uint64_t, live_connection> connections_;
+  std::mt19937 random_{std::random_device{}()}; // for percent=P
 
   mutable std::mutex mutex_;
   std::vector<logged_request> log_;                                     // guarded by mutex_

@@ -114,6 +114,17 @@ TEST_CASE("steps: a code then options, bare keywords and encoded separators") {
   CHECK(steps[6].body == "a,b;c");
 }
 
+TEST_CASE("percent=P is the share of requests that follow a status script") {
+  CHECK(parse_status_script("503", "", rfc_example).percent == 100);
+  CHECK(parse_status_script("503", "percent=50", rfc_example).percent == 50);
+  CHECK(parse_status_script("503", "percent=0", rfc_example).percent == 0);
+  CHECK(status_script_error("503", "percent=101").find("percent") != std::string::npos);
+  CHECK(status_script_error("503", "percent=-1").find("percent") != std::string::npos);
+  CHECK(status_script_error("503", "percent").find("needs a value") != std::string::npos);
+  CHECK(sequence_script_error("steps=503;percent=50") ==
+        "step 1: 'percent' applies to /status scripts only, not to sequence steps");
+}
+
 TEST_CASE("bad status scripts name their problem") {
   CHECK(status_script_error("abc", "") == "status code 'abc' is not a number");
   CHECK(status_script_error("600", "") == "status code '600' is outside 100-599");

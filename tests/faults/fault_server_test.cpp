@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +61,27 @@ TEST_CASE("/status answers with the code, Retry-After verbatim and a Date") {
   const reply invalid = client.get("/status/503?retry-after=soon");
   REQUIRE_FALSE(invalid.error);
   CHECK(field(invalid.response, "Retry-After") == "soon");
+}
+
+TEST_CASE("percent=P fails about P% of requests at random and answers 200 to the rest") {
+  running_server server;
+  test_client client{server->port()};
+  std::map<unsigned, int> seen;
+  for (int i = 0; i < 400; ++i) {
+    const reply result = client.get("/status/503?percent=50&delay=0");
+    REQUIRE_FALSE(result.error);
+    ++seen[result.response.result_int()];
+  }
+  CHECK(seen.size() == 2);
+  // Binomial(400, 0.5): outside [140, 260] with probability below 1e-9.
+  CHECK(seen[503] >= 140);
+  CHECK(seen[503] <= 260);
+  CHECK(seen[200] == 400 - seen[503]);
+  // The ends are exact.
+  for (int i = 0; i < 20; ++i) {
+    CHECK(client.get("/status/503?percent=0").response.result_int() == 200);
+    CHECK(client.get("/status/503?percent=100").response.result_int() == 503);
+  }
 }
 
 TEST_CASE("retry-after-date is an IMF-fixdate that many seconds from now") {

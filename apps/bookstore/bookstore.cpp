@@ -1,0 +1,426 @@
+#include "bookstore/bookstore.hpp"
+
+#include <coretry/budget.hpp>
+#include <coretry/http/client.hpp>
+#include <coretry/prometheus.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+namespace coretry::bookstore {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using boost::system::error_code;
+using tcp = asio::ip::tcp;
+using strand_type = asio::strand<asio::io_context::executor_type>;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
+constexpr std::string_view book_route = "/books/{id}";
+constexpr auto relaxed = std::memory_order_relaxed;
+
+std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
+
+tcp::endpoint parse_listen(std::string_view text) {
+  const std::string usage = "listen address '" + std::string{text} + "' must be IP:PORT (IPv6 as [ADDRESS]:PORT)";
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) throw std::invalid_argument(usage);
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  error_code error;
+  const auto address = asio::ip::make_address(std::string{host}, error);
+  if (error) throw std::invalid_argument(usage);
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535)
+    throw std::invalid_argument(usage);
+  return {address, static_cast<unsigned short>(port)};
+}
+
+// A whole, non-negative number of milliseconds; nullopt when malformed.
+// Enormous values saturate (they are clamped to the local maximum anyway).
+std::optional<std::int64_t> parse_milliseconds(std::string_view text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos)
+    return text.size() > 18 && text.find_first_not_of("0123456789") == std::string_view::npos
+               ? std::optional<std::int64_t>{INT64_MAX}
+               : std::nullopt;
+  std::int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+bool valid_book_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
+  });
+}
+
+// Bounded label sets of the server's own series.
+constexpr std::array<unsigned, 8> known_codes{200, 400, 404, 405, 502, 503, 504, 0}; // 0: any other
+constexpr std::array<std::string_view, 3> known_routes{book_route, "/metrics", "other"};
+
+std::size_t code_index(unsigned code) {
+  for (std::size_t i = 0; i + 1 < known_codes.size(); ++i)
+    if (known_codes[i] == code) return i;
+  return known_codes.size() - 1;
+}
+
+struct connection {
+  connection(strand_type s, tcp::socket sock, std::uint64_t i) : strand(std::move(s)), socket(std::move(sock)), id(i) {}
+  strand_type strand;
+  tcp::socket socket;
+  std::uint64_t id;
+  // Touched only on `strand`.
+  bool busy = false;         ///< between reading a request and writing its response
+  bool call_pending = false; ///< a pricing call is outstanding
+  bool in_backoff = false;   ///< that call is asleep between attempts
+  asio::cancellation_signal cancel;
+};
+
+} // namespace
+
+void validate(const options& opts) {
+  (void)parse_listen(opts.listen);
+  if (!opts.pricing_url.starts_with("http://") && !opts.pricing_url.starts_with("https://"))
+    throw std::invalid_argument("pricing URL '" + opts.pricing_url + "' must start with http:// or https://");
+  if (auto problem = opts.policy.validate()) throw std::invalid_argument("policy: " + *problem);
+  if (opts.max_deadline <= milliseconds::zero()) throw std::invalid_argument("the maximum deadline must be positive");
+  if (opts.reserve < milliseconds::zero()) throw std::invalid_argument("the reserve may not be negative");
+  if (opts.reserve >= opts.max_deadline)
+    throw std::invalid_argument("the reserve must be shorter than the maximum deadline");
+  if (opts.shutdown_grace < milliseconds::zero()) throw std::invalid_argument("the shutdown grace may not be negative");
+  if (opts.max_connections == 0) throw std::invalid_argument("at least one connection to the pricing service");
+}
+
+std::string pricing_target(std::string_view pricing_url, std::string_view book_id) {
+  std::string url{pricing_url};
+  const auto at = url.find("{id}");
+  if (at != std::string::npos) url.replace(at, 4, book_id);
+  return url;
+}
+
+class server::state : public std::enable_shared_from_this<state> {
+public:
+  state(asio::io_context& io, options opts)
+      : io_(io), opts_((validate(opts), std::move(opts))), strand_(asio::make_strand(io)), acceptor_(strand_),
+        grace_timer_(strand_), client_(io.get_executor(), client_options_for(opts_)), observer_({std::string{book_route}}) {
+    if (opts_.budget) {
+      budget_ = std::make_unique<token_bucket_budget>();
+      observer_.watch_budget("pricing", *budget_);
+    }
+    const tcp::endpoint endpoint = parse_listen(opts_.listen);
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen();
+    port_ = acceptor_.local_endpoint().port();
+    const auto address = endpoint.address();
+    std::string host = address.is_unspecified() ? (address.is_v4() ? "127.0.0.1" : "[::1]")
+                                                : (address.is_v4() ? address.to_string() : "[" + address.to_string() + "]");
+    base_url_ = "http://" + host + ":" + std::to_string(port_);
+  }
+
+  void start() { asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached); }
+
+  std::string metrics() const {
+    std::string out;
+    observer_.write(out);
+    out += "# HELP bookstore_responses_total Responses by route template and status code (\"other\": any other code).\n"
+           "# TYPE bookstore_responses_total counter\n";
+    for (std::size_t r = 0; r < known_routes.size(); ++r)
+      for (std::size_t c = 0; c < known_codes.size(); ++c)
+        out += "bookstore_responses_total{route=\"" + std::string{known_routes[r]} + "\",code=\"" +
+               (known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"}) + "\"} " +
+               std::to_string(responses_[r][c].load(relaxed)) + "\n";
+    out += "# HELP bookstore_deadline_rejections_total Requests answered 504 at once: too little of their deadline left.\n"
+           "# TYPE bookstore_deadline_rejections_total counter\n"
+           "bookstore_deadline_rejections_total " + std::to_string(deadline_rejections_.load(relaxed)) + "\n";
+    out += "# HELP bookstore_single_attempt_requests_total Requests served with one downstream attempt because a caller owns the retries.\n"
+           "# TYPE bookstore_single_attempt_requests_total counter\n"
+           "bookstore_single_attempt_requests_total " + std::to_string(single_attempt_.load(relaxed)) + "\n";
+    out += "# HELP bookstore_in_flight_requests Requests being handled.\n"
+           "# TYPE bookstore_in_flight_requests gauge\n"
+           "bookstore_in_flight_requests " + std::to_string(in_flight_.load(relaxed)) + "\n";
+    out += "# HELP bookstore_open_connections Client connections open.\n"
+           "# TYPE bookstore_open_connections gauge\n"
+           "bookstore_open_connections " + std::to_string(open_connections_.load(relaxed)) + "\n";
+    return out;
+  }
+
+  void shutdown(std::function<void()> done) {
+    asio::dispatch(strand_, [self = shared_from_this(), done = std::move(done)]() mutable {
+      if (done) self->done_.push_back(std::move(done));
+      if (!self->stopping_.exchange(true)) {
+        error_code ignored;
+        self->acceptor_.close(ignored);
+        self->grace_timer_.expires_after(self->opts_.shutdown_grace);
+        self->grace_timer_.async_wait([self](error_code ec) {
+          if (ec) return;
+          self->grace_over_.store(true);
+          for (auto& [id, c] : self->connections_)
+            asio::post(c->strand, [c] {
+              if (c->call_pending) c->cancel.emit(asio::cancellation_type::terminal);
+            });
+        });
+      }
+      for (auto& [id, c] : self->connections_)
+        asio::post(c->strand, [c] {
+          error_code ignored;
+          if (!c->busy) c->socket.close(ignored); // idle: waiting for a request
+          else if (c->call_pending && c->in_backoff) c->cancel.emit(asio::cancellation_type::terminal);
+        });
+      self->check_done();
+    });
+  }
+
+  unsigned short port_ = 0;
+  std::string base_url_;
+  std::atomic<std::size_t> open_connections_{0};
+
+private:
+  static coretry::http::client_options client_options_for(const options& o) {
+    coretry::http::client_options c;
+    c.max_connections_per_origin = o.max_connections;
+    return c;
+  }
+
+  // On strand_.
+  void check_done() {
+    if (!stopping_ || !connections_.empty()) return;
+    grace_timer_.cancel();
+    client_.close_idle();
+    auto callbacks = std::move(done_);
+    done_.clear();
+    for (auto& f : callbacks) f();
+  }
+
+  asio::awaitable<void> accept_loop(std::shared_ptr<state> self) {
+    while (!stopping_) {
+      strand_type conn_strand = asio::make_strand(io_);
+      auto [error, socket] = co_await acceptor_.async_accept(conn_strand, nothrow_awaitable);
+      if (stopping_) co_return;
+      if (error) continue;
+      auto c = std::make_shared<connection>(conn_strand, std::move(socket), ++last_id_);
+      connections_.emplace(c->id, c);
+      ++open_connections_;
+      asio::co_spawn(c->strand, session(self, c), asio::detached);
+    }
+  }
+
+  // Forwards to the shared observer and tracks whether the call sleeps, so
+  // that shutdown can cancel sleeps at once. Runs on the connection's strand.
+  struct request_observer final : retry_observer {
+    request_observer(state& s, std::shared_ptr<connection> c) : server(s), conn(std::move(c)) {}
+    void attempt_started(const attempt_started_event& e) noexcept override {
+      conn->in_backoff = false;
+      server.observer_.attempt_started(e);
+    }
+    void attempt_finished(const attempt_finished_event& e) noexcept override { server.observer_.attempt_finished(e); }
+    void backoff_scheduled(const backoff_event& e) noexcept override {
+      conn->in_backoff = true;
+      server.observer_.backoff_scheduled(e);
+      if (server.stopping_.load()) {
+        // Emitted from the strand, after the engine has started its sleep.
+        asio::post(conn->strand, [c = conn] {
+          if (c->call_pending && c->in_backoff) c->cancel.emit(asio::cancellation_type::terminal);
+        });
+      }
+    }
+    void stopped(const stop_event& e) noexcept override { server.observer_.stopped(e); }
+    state& server;
+    std::shared_ptr<connection> conn;
+  };
+
+  asio::awaitable<void> session(std::shared_ptr<state> self, std::shared_ptr<connection> c) {
+    beast::flat_buffer buffer;
+    while (!stopping_) {
+      c->busy = false;
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.body_limit(64 * 1024);
+      auto [error, bytes] = co_await bhttp::async_read(c->socket, buffer, parser, nothrow_awaitable);
+      if (error) break;
+      c->busy = true;
+      ++in_flight_;
+      bhttp::response<bhttp::string_body> res = co_await handle(c, parser.get(), steady_clock::now());
+      --in_flight_;
+      const bool keep = parser.get().keep_alive() && !stopping_;
+      res.keep_alive(keep);
+      res.set(bhttp::field::server, "coretry-bookstore");
+      res.prepare_payload();
+      auto [write_error, written] = co_await bhttp::async_write(c->socket, res, nothrow_awaitable);
+      if (write_error || !keep) break;
+    }
+    c->busy = false;
+    error_code ignored;
+    c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+    c->socket.close(ignored);
+    asio::dispatch(strand_, [self, id = c->id] {
+      self->connections_.erase(id);
+      --self->open_connections_;
+      self->check_done();
+    });
+  }
+
+  bhttp::response<bhttp::string_body> reply(std::size_t route, unsigned status, std::string body,
+                                            std::string_view content_type = "application/json") {
+    responses_[route][code_index(status)].fetch_add(1, relaxed);
+    bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), 11};
+    res.set(bhttp::field::content_type, std::string{content_type});
+    res.body() = std::move(body);
+    return res;
+  }
+
+  asio::awaitable<bhttp::response<bhttp::string_body>> handle(std::shared_ptr<connection> c,
+                                                               const bhttp::request<bhttp::string_body>& req,
+                                                               steady_clock::time_point arrival) {
+    const std::string_view target = to_std(req.target());
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path == "/metrics") {
+      if (req.method() != bhttp::verb::get) co_return reply(1, 405, R"({"error":"method not allowed"})");
+      co_return reply(1, 200, metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    }
+    if (!path.starts_with("/books/")) co_return reply(2, 404, R"({"error":"not found"})");
+    const std::string_view id = path.substr(7);
+    if (!valid_book_id(id)) co_return reply(0, 404, R"({"error":"no such book"})");
+    if (req.method() != bhttp::verb::get) co_return reply(0, 405, R"({"error":"method not allowed"})");
+
+    // The caller's deadline, clamped to ours, less our own reserve.
+    milliseconds asked = opts_.max_deadline;
+    if (const auto field = req.find(std::string{deadline_header}); field != req.end()) {
+      const auto parsed = parse_milliseconds(to_std(field->value()));
+      if (!parsed)
+        co_return reply(0, 400, R"({"error":"x-coretry-deadline-ms must be a whole number of milliseconds"})");
+      asked = milliseconds{std::min<std::int64_t>(*parsed, opts_.max_deadline.count())};
+    }
+    const duration available = asked - opts_.reserve - (steady_clock::now() - arrival);
+    const policy& base = opts_.policy;
+    if (available < base.min_attempt_allowance + base.completion_reserve || grace_over_) {
+      if (!grace_over_) deadline_rejections_.fetch_add(1, relaxed);
+      co_return reply(0, grace_over_ ? 503 : 504,
+                      grace_over_ ? R"({"error":"shutting down"})" : R"({"error":"too little time left"})");
+    }
+
+    coretry::http::request_options ro;
+    ro.policy = base;
+    ro.policy.overall_deadline = available;
+    if (opts_.coordination) {
+      unsigned attempt = 1;
+      if (const auto field = req.find(std::string{attempt_header}); field != req.end()) {
+        const auto parsed = parse_milliseconds(to_std(field->value())); // a plain number too
+        if (parsed && *parsed > 1) attempt = 2;
+      }
+      const auto owner = req.find(std::string{retries_header});
+      const bool upstream = owner != req.end() && beast::iequals(owner->value(), std::string{retries_owned_upstream});
+      if (attempt > 1 || upstream) {
+        ro.policy.max_attempts = 1;
+        single_attempt_.fetch_add(1, relaxed);
+      }
+    }
+    ro.route = book_route;
+    ro.budget = budget_.get();
+    request_observer observer{*this, c};
+    ro.observer = &observer;
+    ro.decorate = [coordination = opts_.coordination](coretry::http::request& out,
+                                                      const attempt_context<steady_clock>& context) {
+      const auto left = std::chrono::duration_cast<milliseconds>(context.deadline - steady_clock::now());
+      out.set(std::string{deadline_header}, std::to_string(std::max<std::int64_t>(left.count(), 0)));
+      if (coordination) {
+        out.set(std::string{attempt_header}, std::to_string(context.number));
+        out.set(std::string{retries_header}, std::string{retries_owned_upstream});
+      }
+    };
+
+    coretry::http::request out; // the target comes from the URL
+    out.method(bhttp::verb::get);
+    c->call_pending = true;
+    coretry::http::result result;
+    try {
+      result = co_await client_.async_send(pricing_target(opts_.pricing_url, id), std::move(out), ro,
+                                           asio::bind_cancellation_slot(c->cancel.slot(), asio::use_awaitable));
+    } catch (const std::exception& e) {
+      c->call_pending = false;
+      c->cancel.slot().clear();
+      co_return reply(0, 500, R"({"error":"internal"})");
+    }
+    c->call_pending = false;
+    c->in_backoff = false;
+    c->cancel.slot().clear();
+
+    if (result.succeeded() && result.value && result.value->res) {
+      std::string body = R"({"book":")" + std::string{id} + R"(","pricing":)" + result.value->res->body() + "}";
+      auto res = reply(0, 200, std::move(body));
+      res.set("x-coretry-attempts", std::to_string(result.attempts));
+      co_return res;
+    }
+    unsigned status = 503;
+    const bool timed_out = result.last_error == make_error_code(attempt_error::timed_out);
+    if (result.reason == stop_reason::rejected) status = 502;
+    else if (result.reason == stop_reason::deadline_exhausted || timed_out) status = 504;
+    auto res = reply(0, status,
+                     R"({"error":")" + std::string{to_string(result.reason)} + R"(","attempts":)" +
+                         std::to_string(result.attempts) + "}");
+    res.set("x-coretry-attempts", std::to_string(result.attempts));
+    res.set("x-coretry-stop", std::string{to_string(result.reason)});
+    co_return res;
+  }
+
+  asio::io_context& io_;
+  const options opts_;
+  strand_type strand_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer grace_timer_;
+  coretry::http::client client_;
+  std::unique_ptr<token_bucket_budget> budget_;
+  prometheus_observer observer_;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> grace_over_{false};
+  // On strand_.
+  std::uint64_t last_id_ = 0;
+  std::map<std::uint64_t, std::shared_ptr<connection>> connections_;
+  std::vector<std::function<void()>> done_;
+
+  std::array<std::array<std::atomic<std::uint64_t>, known_codes.size()>, known_routes.size()> responses_{};
+  std::atomic<std::uint64_t> deadline_rejections_{0}, single_attempt_{0};
+  std::atomic<std::int64_t> in_flight_{0};
+};
+
+server::server(asio::io_context& io, options opts) : state_(std::make_shared<state>(io, std::move(opts))) {
+  state_->start();
+}
+
+server::~server() { shutdown(); }
+
+unsigned short server::port() const { return state_->port_; }
+std::string server::base_url() const { return state_->base_url_; }
+std::string server::metrics() const { return state_->metrics(); }
+void server::shutdown(std::function<void()> done) { state_->shutdown(std::move(done)); }
+std::size_t server::open_connections() const { return state_->open_connections_.load(); }
+
+} // namespace coretry::bookstore

@@ -1,0 +1,106 @@
+#ifndef CORETRY_BOOKSTORE_BOOKSTORE_HPP
+#define CORETRY_BOOKSTORE_BOOKSTORE_HPP
+
+#include <coretry/policy.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+// The bookstore of the specification: an HTTP server answering
+// `GET /books/{id}` by asking a pricing service through coretry's client.
+//
+// Headers between services (all lower-case, integers in decimal):
+//   x-coretry-deadline-ms   the time the caller still waits, in whole
+//                           milliseconds (like Envoy's
+//                           x-envoy-expected-rq-timeout-ms). Clamped to
+//                           max_deadline; the server keeps `reserve` for
+//                           itself and gives the rest to its outgoing call,
+//                           and sends each attempt the time until that
+//                           attempt's deadline in the same header.
+//   x-coretry-attempt       the sender's attempt number, 1 for the first
+//                           (like x-envoy-attempt-count).
+//   x-coretry-retries: upstream
+//                           retries are owned by a caller further up: make
+//                           a single attempt.
+// With coordination on, a request with attempt > 1 or the `upstream` marker
+// is served with a single downstream attempt, and every outgoing request
+// carries the marker (this server, or one above it, owns the retries). With
+// coordination off the server ignores both headers and sends neither.
+namespace coretry::bookstore {
+
+inline constexpr std::string_view deadline_header = "x-coretry-deadline-ms";
+inline constexpr std::string_view attempt_header = "x-coretry-attempt";
+inline constexpr std::string_view retries_header = "x-coretry-retries";
+inline constexpr std::string_view retries_owned_upstream = "upstream";
+
+struct options {
+  /// IP:PORT; port 0 picks a free one.
+  std::string listen = "127.0.0.1:8080";
+  /// The pricing service; "{id}" in it is replaced by the book id (so a
+  /// bookstore can forward to another bookstore: http://host:port/books/{id}).
+  std::string pricing_url;
+  /// The outgoing call's policy. Its overall_deadline is replaced per
+  /// request by the propagated deadline.
+  coretry::policy policy{};
+  /// The longest a caller may ask this server to work, and the default when
+  /// the request carries no deadline header.
+  std::chrono::milliseconds max_deadline{1000};
+  /// Kept back from the caller's deadline to answer.
+  std::chrono::milliseconds reserve{10};
+  /// One token bucket (capacity 20, 0.1 token per request) for the pricing
+  /// dependency, shared by all handlers and threads.
+  bool budget = true;
+  /// Honour and send the attempt-count and retry-owner headers.
+  bool coordination = true;
+  /// At shutdown, how long attempts already sent may take to finish before
+  /// they are cancelled. Backoff sleeps are cancelled at once.
+  std::chrono::milliseconds shutdown_grace{1000};
+  /// Connections the client keeps to the pricing service.
+  std::size_t max_connections = 64;
+};
+
+/// Throws std::invalid_argument naming the problem.
+void validate(const options& opts);
+
+/// Builds the URL of the pricing call for `book_id`.
+std::string pricing_target(std::string_view pricing_url, std::string_view book_id);
+
+/// The server. Listens from construction on; runs on the caller's
+/// io_context, which may be run by any number of threads.
+class server {
+public:
+  /// Throws std::invalid_argument for bad options, system_error if it cannot bind.
+  server(boost::asio::io_context& io, options opts);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  unsigned short port() const;
+  std::string base_url() const;
+
+  /// The /metrics text (Prometheus exposition format).
+  std::string metrics() const;
+
+  /// Stops accepting, closes idle connections, cancels backoff sleeps at
+  /// once and in-flight attempts after options.shutdown_grace; connections
+  /// close after their current response. `done` (optional) runs once every
+  /// connection is closed, after which the server holds no work on the
+  /// io_context. Callable from any thread, more than once.
+  void shutdown(std::function<void()> done = {});
+
+  /// Connections open now.
+  std::size_t open_connections() const;
+
+private:
+  class state;
+  std::shared_ptr<state> state_;
+};
+
+} // namespace coretry::bookstore
+
+#endif

@@ -1,0 +1,116 @@
+// coretry-bookstore: GET /books/{id} answered by calling a pricing service
+// through coretry's client, with deadline propagation, one retry owner
+// across layers, a shared retry budget and /metrics. See bookstore.hpp for
+// the headers it speaks.
+
+#include "bookstore/bookstore.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <thread>
+#include <vector>
+
+int main(int argc, char** argv) {
+  using std::chrono::milliseconds;
+  coretry::bookstore::options opts;
+  std::string listen = "127.0.0.1:8080";
+  std::string pricing;
+  std::string budget = "on", coordination = "on", jitter = "full";
+  unsigned threads = 2;
+  unsigned max_attempts = 3;
+  long long attempt_timeout = 250, min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
+            backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000;
+  std::size_t max_connections = 64;
+
+  CLI::App app{"coretry-bookstore - GET /books/{id}, priced by a dependency called through coretry\n\n"
+               "Deadline header x-coretry-deadline-ms (remaining milliseconds) is clamped to --max-deadline,\n"
+               "less --reserve, and propagated per attempt. With coordination on, requests with\n"
+               "x-coretry-attempt > 1 or x-coretry-retries: upstream get a single downstream attempt, and\n"
+               "outgoing requests carry both headers. Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
+  app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
+  app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
+  app.add_option("--threads", threads, "threads running the io_context")->capture_default_str()->check(CLI::Range(1u, 256u));
+  app.add_option("--budget", budget, "shared retry budget (token bucket, 20 + 10%) on or off")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--coordination", coordination, "honour and send the attempt-count and retry-owner headers")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--max-attempts", max_attempts, "attempts per call, the first included")
+      ->capture_default_str()->check(CLI::Range(1u, 100u));
+  app.add_option("--attempt-timeout", attempt_timeout, "ms, limit of one complete attempt")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--min-attempt", min_attempt, "ms, never start an attempt with less")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--completion-reserve", completion_reserve, "ms kept from the call's deadline to return its result")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--backoff-initial", backoff_initial, "ms, first backoff window")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--backoff-max", backoff_max, "ms, largest backoff window")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--jitter", jitter, "none, full, equal or decorrelated")
+      ->capture_default_str()->check(CLI::IsMember({"none", "full", "equal", "decorrelated"}));
+  app.add_option("--max-deadline", max_deadline, "ms, the most a caller may ask for (and the default)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--reserve", reserve, "ms kept back from the caller's deadline to answer")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--shutdown-grace", grace, "ms attempts in flight may take at shutdown before they are cancelled")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--max-connections", max_connections, "connections to the pricing service")
+      ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{10000}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());
+    return 2;
+  }
+
+  opts.listen = listen;
+  opts.pricing_url = pricing;
+  opts.budget = budget == "on";
+  opts.coordination = coordination == "on";
+  opts.policy.max_attempts = max_attempts;
+  opts.policy.attempt_limit = milliseconds{attempt_timeout};
+  opts.policy.min_attempt_allowance = milliseconds{min_attempt};
+  opts.policy.completion_reserve = milliseconds{completion_reserve};
+  opts.policy.backoff.initial_window = milliseconds{backoff_initial};
+  opts.policy.backoff.max_window = milliseconds{backoff_max};
+  opts.policy.backoff.jitter = *coretry::parse_jitter_kind(jitter);
+  opts.max_deadline = milliseconds{max_deadline};
+  opts.reserve = milliseconds{reserve};
+  opts.shutdown_grace = milliseconds{grace};
+  opts.max_connections = max_connections;
+
+  try {
+    coretry::bookstore::validate(opts);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    boost::asio::io_context io{static_cast<int>(threads)};
+    std::optional<coretry::bookstore::server> server;
+    server.emplace(io, opts);
+    boost::asio::signal_set signals{io, SIGINT, SIGTERM};
+    signals.async_wait([&](const boost::system::error_code& error, int) {
+      if (error) return;
+      std::fprintf(stderr, "coretry-bookstore: shutting down\n");
+      server->shutdown([] { std::fprintf(stderr, "coretry-bookstore: every connection closed\n"); });
+    });
+    std::printf("listening on %s\n", server->base_url().c_str());
+    std::fflush(stdout);
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&io] { io.run(); });
+    io.run(); // returns once the server has closed everything
+    for (auto& t : pool) t.join();
+    server.reset();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,439 @@
+// The bookstore in-process and as a program, against the fault server on
+// loopback: what each layer sent downstream is read from the fault server's
+// request log (counts and header values), never inferred from timing.
+
+#include "bookstore/bookstore.hpp"
+
+#include "cli/process.hpp"
+
+#include <coretry/http/client.hpp>
+#include <coretry/stop_reason.hpp>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace bookstore = coretry::bookstore;
+using namespace std::chrono_literals;
+using cli_tests::server_thread;
+
+namespace {
+
+/// A bookstore on its own io_context, run by `threads` threads.
+class bookstore_runner {
+public:
+  explicit bookstore_runner(bookstore::options opts, unsigned threads = 2) {
+    opts.listen = "127.0.0.1:0";
+    server_.emplace(io_, std::move(opts));
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
+  }
+  ~bookstore_runner() {
+    server_->shutdown();
+    for (auto& t : threads_) t.join(); // run() returns once the server holds no work
+    server_.reset();
+  }
+  bookstore::server* operator->() { return &*server_; }
+  std::string url(const std::string& target) const { return server_->base_url() + target; }
+
+private:
+  asio::io_context io_;
+  std::optional<bookstore::server> server_;
+  std::vector<std::thread> threads_;
+};
+
+struct http_reply {
+  unsigned status = 0;
+  std::string body;
+  std::map<std::string, std::string> fields;
+};
+
+/// A blocking GET on a fresh connection; fails the test on a transport error
+/// or no answer within 20 s.
+http_reply get(unsigned short port, const std::string& target,
+               const std::vector<std::pair<std::string, std::string>>& fields = {}) {
+  asio::io_context io;
+  asio::ip::tcp::socket socket{io};
+  socket.connect({asio::ip::make_address("127.0.0.1"), port});
+  timeval timeout{20, 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
+  req.set(bhttp::field::host, "127.0.0.1");
+  for (const auto& [name, value] : fields) req.set(name, value);
+  bhttp::write(socket, req);
+  beast::flat_buffer buffer;
+  bhttp::response<bhttp::string_body> res;
+  boost::system::error_code error;
+  bhttp::read(socket, buffer, res, error);
+  REQUIRE_MESSAGE(!error, "reading the response: ", error.message());
+  http_reply out;
+  out.status = res.result_int();
+  out.body = res.body();
+  for (const auto& f : res) out.fields[std::string{f.name_string()}] = std::string{f.value()};
+  return out;
+}
+
+unsigned short port_of(const std::string& base_url) {
+  return static_cast<unsigned short>(std::stoul(base_url.substr(base_url.rfind(':') + 1)));
+}
+
+std::optional<std::string> field(const coretry::faults::logged_request& r, std::string_view name) {
+  for (const auto& [n, v] : r.fields)
+    if (beast::iequals(n, name)) return v;
+  return std::nullopt;
+}
+
+/// Fast retries with room: the counts, not the clock, are under test.
+coretry::policy quick_policy(unsigned attempts = 3) {
+  coretry::policy p;
+  p.max_attempts = attempts;
+  p.overall_deadline = 20s;
+  p.attempt_limit = 10s;
+  p.min_attempt_allowance = 100ms;
+  p.completion_reserve = 50ms;
+  p.backoff.initial_window = 1ms;
+  p.backoff.max_window = 2ms;
+  return p;
+}
+
+bookstore::options options_for(const std::string& pricing_url, bool coordination = true) {
+  bookstore::options o;
+  o.pricing_url = pricing_url;
+  o.policy = quick_policy();
+  o.max_deadline = 20s;
+  o.coordination = coordination;
+  return o;
+}
+
+/// Every sample of a Prometheus text, "name{labels}" -> value; fails on a
+/// line that is neither a comment nor a well-formed sample.
+std::map<std::string, double> parse_metrics(const std::string& text) {
+  static const std::regex sample{
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*\})? (\S+)$)"};
+  std::map<std::string, double> out;
+  std::istringstream lines{text};
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
+    INFO("line: ", line);
+    REQUIRE(std::regex_match(line, sample));
+    const auto space = line.rfind(' ');
+    out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  return out;
+}
+
+double metric(const std::string& text, const std::string& key) {
+  const auto samples = parse_metrics(text);
+  const auto found = samples.find(key);
+  REQUIRE_MESSAGE(found != samples.end(), "no sample ", key);
+  return found->second;
+}
+
+} // namespace
+
+TEST_SUITE("bookstore") {
+
+TEST_CASE("a book is priced through the dependency; unknown paths and ids are 404") {
+  server_thread pricing;
+  bookstore_runner store{options_for(pricing.url("/status/200?body=%7B%22price%22%3A12%7D"))};
+  const auto port = port_of(store->base_url());
+  const http_reply ok = get(port, "/books/978-0-13");
+  CHECK(ok.status == 200);
+  CHECK(ok.body == R"({"book":"978-0-13","pricing":{"price":12}})");
+  CHECK(get(port, "/books/").status == 404);
+  CHECK(get(port, "/books/a%2Fb").status == 404);
+  CHECK(get(port, "/nowhere").status == 404);
+  CHECK(pricing->log().size() == 1);
+  CHECK(bookstore::pricing_target("http://p/books/{id}?x=1", "42") == "http://p/books/42?x=1");
+  CHECK(bookstore::pricing_target("http://p/status/200", "42") == "http://p/status/200");
+}
+
+TEST_CASE("the deadline header is clamped, less the reserve, and propagated per attempt") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/200"));
+  o.max_deadline = 1000ms;
+  o.reserve = 10ms;
+  o.policy.attempt_limit = 5s; // the deadline, not the attempt limit, bounds each attempt here
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+
+  // Asked for far more than the local maximum: clamped to 1000 - 10 reserve
+  // - 50 completion reserve = 940 ms for the attempt at most.
+  REQUIRE(get(port, "/books/1", {{"x-coretry-deadline-ms", "3600000"}}).status == 200);
+  // Asked for 500: 500 - 10 - 50 = 440 ms at most.
+  REQUIRE(get(port, "/books/2", {{"x-coretry-deadline-ms", "500"}}).status == 200);
+  // No header: the local maximum.
+  REQUIRE(get(port, "/books/3").status == 200);
+  // An absurdly long number saturates and is clamped too.
+  REQUIRE(get(port, "/books/4", {{"x-coretry-deadline-ms", "99999999999999999999999"}}).status == 200);
+
+  const auto log = pricing->log();
+  REQUIRE(log.size() == 4);
+  const auto sent = [&](std::size_t i) { return std::stoll(field(log[i], "x-coretry-deadline-ms").value()); };
+  CHECK(sent(0) <= 940);
+  CHECK(sent(0) > 840);
+  CHECK(sent(1) <= 440);
+  CHECK(sent(1) > 340);
+  CHECK(sent(2) <= 940);
+  CHECK(sent(3) <= 940);
+  CHECK(field(log[0], "x-coretry-attempt") == "1");
+  CHECK(field(log[0], "x-coretry-retries") == "upstream");
+}
+
+TEST_CASE("with too little time left the answer is 504 at once and the dependency is not called") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/200"));
+  o.max_deadline = 1000ms;
+  o.reserve = 10ms;
+  o.policy.min_attempt_allowance = 100ms;
+  o.policy.completion_reserve = 50ms;
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  // 159 - 10 = 149 ms: less than the 100 ms minimum attempt plus 50 ms reserve.
+  for (const char* asked : {"0", "1", "100", "159"}) {
+    CAPTURE(asked);
+    CHECK(get(port, "/books/1", {{"x-coretry-deadline-ms", asked}}).status == 504);
+  }
+  CHECK(pricing->log().empty());
+  CHECK(metric(store->metrics(), "bookstore_deadline_rejections_total") == 4);
+  CHECK(metric(store->metrics(), R"(bookstore_responses_total{route="/books/{id}",code="504"})") == 4);
+  // A malformed value is refused, also without a call.
+  CHECK(get(port, "/books/1", {{"x-coretry-deadline-ms", "-5"}}).status == 400);
+  CHECK(get(port, "/books/1", {{"x-coretry-deadline-ms", "1.5"}}).status == 400);
+  CHECK(pricing->log().empty());
+  // Enough time: called.
+  CHECK(get(port, "/books/1", {{"x-coretry-deadline-ms", "300"}}).status == 200);
+  CHECK(pricing->log().size() == 1);
+}
+
+TEST_CASE("three layers of three attempts: 27 pricing calls without coordination, 3 with it") {
+  for (const bool coordination : {false, true}) {
+    CAPTURE(coordination);
+    server_thread pricing;
+    bookstore_runner gateway{options_for(pricing.url("/status/503"), coordination)};
+    bookstore_runner store{options_for(gateway.url("/books/{id}"), coordination)};
+
+    // The outermost layer: a coretry client with 3 attempts that, when
+    // coordinating, says that it owns the retries.
+    asio::io_context io;
+    coretry::http::client client{io.get_executor()};
+    coretry::http::request_options ro;
+    ro.policy = quick_policy();
+    ro.decorate = [coordination](coretry::http::request& r, const coretry::attempt_context<std::chrono::steady_clock>& c) {
+      r.set("x-coretry-deadline-ms", "15000");
+      if (coordination) {
+        r.set("x-coretry-attempt", std::to_string(c.number));
+        r.set("x-coretry-retries", "upstream");
+      }
+    };
+    auto future = client.async_send(store.url("/books/42"), coretry::http::request{bhttp::verb::get, "", 11}, ro,
+                                    asio::use_future);
+    io.run();
+    const coretry::http::result result = future.get();
+    CHECK(result.reason == coretry::stop_reason::attempts_exhausted);
+    CHECK(result.attempts == 3);
+    REQUIRE(result.value);
+    REQUIRE(result.value->res);
+    CHECK(result.value->res->result_int() == 503);
+
+    const auto log = pricing->log();
+    if (!coordination) {
+      CHECK(log.size() == 27);
+    } else {
+      CHECK(log.size() <= 3);
+      CHECK(log.size() == 3);
+      for (const auto& r : log) CHECK(field(r, "x-coretry-retries") == "upstream");
+    }
+    // Every layer passed a deadline down, shrinking on the way.
+    for (const auto& r : log) CHECK(std::stoll(field(r, "x-coretry-deadline-ms").value()) < 15000);
+  }
+}
+
+TEST_CASE("with coordination, a plain caller leaves the retries to the first bookstore only") {
+  server_thread pricing;
+  bookstore_runner gateway{options_for(pricing.url("/status/503"))};
+  bookstore_runner store{options_for(gateway.url("/books/{id}"))};
+  CHECK(get(port_of(store->base_url()), "/books/7").status == 503);
+  CHECK(pricing->log().size() == 3); // the store's 3 attempts, one pricing call each
+  // A request that is itself a retry gets a single attempt.
+  pricing->clear();
+  CHECK(get(port_of(store->base_url()), "/books/7", {{"x-coretry-attempt", "2"}}).status == 503);
+  CHECK(pricing->log().size() == 1);
+  CHECK(metric(gateway->metrics(), "bookstore_single_attempt_requests_total") == 4);
+}
+
+TEST_CASE("one retry budget for the whole process, shared by all threads") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/503"));
+  bookstore_runner store{o, 4};
+  const auto port = port_of(store->base_url());
+  constexpr int requests = 100;
+  std::vector<std::thread> callers;
+  std::atomic<int> answered_503{0};
+  for (int t = 0; t < 8; ++t)
+    callers.emplace_back([&, t] {
+      for (int i = t; i < requests; i += 8)
+        if (get(port, "/books/" + std::to_string(i)).status == 503) ++answered_503;
+    });
+  for (auto& c : callers) c.join();
+  CHECK(answered_503 == requests);
+  // 100 operations may add at most 20 + 100/10 = 30 retries between them;
+  // per-handler budgets would have allowed 200.
+  const auto calls = pricing->log().size();
+  CHECK(calls >= requests);
+  CHECK(calls <= requests + 30);
+  const std::string text = store->metrics();
+  const double denied = metric(text, R"(coretry_stops_total{route="/books/{id}",reason="budget_exhausted"})");
+  const double exhausted = metric(text, R"(coretry_stops_total{route="/books/{id}",reason="attempts_exhausted"})");
+  CHECK(denied + exhausted == requests);
+  CHECK(denied >= requests - 15); // at most 15 operations can have had both retries
+  CHECK(metric(text, R"(coretry_attempts_total{route="/books/{id}"})") == static_cast<double>(calls));
+  CHECK(metric(text, R"(coretry_budget_tokens{dependency="pricing"})") < 1.0 + 1e-9);
+}
+
+TEST_CASE("/metrics is Prometheus text with the expected series and bounded labels") {
+  server_thread pricing;
+  bookstore_runner store{options_for(pricing.url("/status/503?percent=50"))};
+  const auto port = port_of(store->base_url());
+  for (int i = 0; i < 30; ++i) get(port, "/books/unique-" + std::to_string(i) + "?q=" + std::to_string(i));
+  get(port, "/some/other/path");
+  http_reply res = get(port, "/metrics");
+  REQUIRE(res.status == 200);
+  CHECK(res.fields["Content-Type"].starts_with("text/plain; version=0.0.4"));
+  const auto samples = parse_metrics(res.body);
+
+  for (const char* series :
+       {"coretry_operations_total", "coretry_attempts_total", "coretry_initial_successes_total",
+        "coretry_successes_total", "coretry_attempts_per_operation_bucket", "coretry_attempts_per_operation_sum",
+        "coretry_attempts_per_operation_count", "coretry_backoff_seconds_total", "coretry_cancellations_total",
+        "coretry_stops_total", "coretry_budget_tokens", "coretry_attempt_failures_total", "bookstore_responses_total"}) {
+    CAPTURE(series);
+    CHECK(std::any_of(samples.begin(), samples.end(),
+                      [&](const auto& s) { return s.first.starts_with(std::string{series} + "{"); }));
+    std::string family{series}; // a histogram's _bucket, _sum and _count share one TYPE line
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      if (family.ends_with(suffix) && family.starts_with("coretry_attempts_per_operation"))
+        family.resize(family.size() - std::string_view{suffix}.size());
+    CHECK(res.body.find("# TYPE " + family + " ") != std::string::npos);
+  }
+  CHECK(metric(res.body, R"(coretry_operations_total{route="/books/{id}"})") == 30);
+  CHECK(metric(res.body, R"(coretry_attempts_per_operation_count{route="/books/{id}"})") == 30);
+  CHECK(metric(res.body, R"(coretry_attempts_total{route="/books/{id}"})") == pricing->log().size());
+
+  // Label values only from bounded sets: never an id, a query or a raw path.
+  std::set<std::string> stop_names;
+  for (int i = 0; i < coretry::stop_reason_count; ++i)
+    stop_names.insert(std::string{coretry::to_string(static_cast<coretry::stop_reason>(i))});
+  const std::regex label{R"re(([a-z_]+)="([^"]*)")re"};
+  for (const auto& [key, value] : samples) {
+    CAPTURE(key);
+    for (std::sregex_iterator it{key.begin(), key.end(), label}, end; it != end; ++it) {
+      const std::string name = (*it)[1], v = (*it)[2];
+      if (name == "route") CHECK((v == "/books/{id}" || v == "/metrics" || v == "other"));
+      else if (name == "reason") CHECK(stop_names.count(v) == 1);
+      else if (name == "category") CHECK(std::regex_match(v, std::regex{"[a-z0-9_]+"}));
+      else if (name == "code") CHECK(std::regex_match(v, std::regex{"[0-9]{3}|other"}));
+      else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+|\\+Inf"}));
+      else if (name == "dependency") CHECK(v == "pricing");
+      else FAIL("unexpected label ", name);
+    }
+  }
+  CHECK(res.body.find("unique-") == std::string::npos);
+  CHECK(res.body.find("/some/other") == std::string::npos);
+}
+
+TEST_CASE("bad options are refused with a reason") {
+  bookstore::options o;
+  o.pricing_url = "ftp://x";
+  CHECK_THROWS_AS(bookstore::validate(o), std::invalid_argument);
+  o.pricing_url = "http://127.0.0.1:1/";
+  CHECK_NOTHROW(bookstore::validate(o));
+  o.listen = "localhost";
+  CHECK_THROWS_AS(bookstore::validate(o), std::invalid_argument);
+  o.listen = "127.0.0.1:70000";
+  CHECK_THROWS_AS(bookstore::validate(o), std::invalid_argument);
+  o.listen = "127.0.0.1:0";
+  o.reserve = o.max_deadline;
+  CHECK_THROWS_AS(bookstore::validate(o), std::invalid_argument);
+}
+
+TEST_CASE("the program refuses a bad command line with exit status 2") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--listen", "127.0.0.1:0"}, // no --pricing
+        {"--pricing", "http://127.0.0.1:1/", "--listen", "nonsense"},
+        {"--pricing", "ftp://x"},
+        {"--pricing", "http://127.0.0.1:1/", "--threads", "0"},
+        {"--pricing", "http://127.0.0.1:1/", "--budget", "maybe"},
+        {"--pricing", "http://127.0.0.1:1/", "--max-attempts", "x"}}) {
+    const auto result = cli_tests::run(args, 10s);
+    CAPTURE(result.err);
+    CHECK(result.status == 2);
+    CHECK(result.err.find("coretry-bookstore") != std::string::npos);
+  }
+}
+
+TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the program exits 0") {
+  struct scenario {
+    const char* name;
+    std::string pricing_target;
+    std::vector<std::string> extra;
+  };
+  // (1) asleep in a 30 s backoff; (2) an attempt that would take 30 s,
+  // cancelled after the 300 ms grace. Either would hold the process for
+  // 30 s; the bound asserted is a third of that.
+  for (const scenario& s :
+       {scenario{"backoff", "/status/503", {"--backoff-initial", "30000", "--backoff-max", "30000", "--jitter", "none"}},
+        scenario{"in flight", "/status/200?delay=30000", {}}}) {
+    CAPTURE(s.name);
+    server_thread pricing;
+    std::vector<std::string> args{"--listen", "127.0.0.1:0", "--pricing", pricing.url(s.pricing_target),
+                                  "--threads", "2", "--max-deadline", "60000", "--attempt-timeout", "40000",
+                                  "--shutdown-grace", "300"};
+    args.insert(args.end(), s.extra.begin(), s.extra.end());
+    cli_tests::child_process child{args};
+    const auto line = child.read_line(10s);
+    REQUIRE(line);
+    REQUIRE(line->starts_with("listening on http://"));
+    const auto port = port_of(*line);
+
+    std::optional<http_reply> reply;
+    std::thread caller{[&] { reply = get(port, "/books/1"); }};
+    REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
+    const auto signalled = std::chrono::steady_clock::now();
+    child.send(SIGTERM);
+    const auto result = child.finish(20s);
+    const auto took = std::chrono::steady_clock::now() - signalled;
+    caller.join();
+    CAPTURE(result.err);
+    CHECK_FALSE(result.timed_out);
+    CHECK(result.status == 0);
+    CHECK(took < 10s);
+    REQUIRE(reply);
+    CHECK(reply->status == 503);
+    CHECK(reply->fields["x-coretry-stop"] == "cancelled");
+    CHECK(reply->fields["Connection"] == "close");
+    CHECK(pricing->log().size() == 1); // nothing more was sent after the signal
+  }
+}
+
+} // TEST_SUITE

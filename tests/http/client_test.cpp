@@ -260,6 +260,28 @@ TEST_CASE("a stale pooled connection is detected before reuse") {
   CHECK((*server)->log().size() == 1);
 }
 
+TEST_CASE("a GET on a connection the server closed goes again on a fresh one, within the attempt") {
+  std::optional<server_thread> server(std::in_place);
+  const unsigned short port = (*server)->port();
+  harness h;
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/status/200";
+  CHECK(h.send(beast_http::verb::get, url, h.with_policy()).succeeded());
+  server.reset();
+  coretry::faults::fault_server_options again;
+  again.listen = "127.0.0.1:" + std::to_string(port);
+  server.emplace(again);
+  // Repeatable requests skip the check before reuse; the closed connection
+  // shows itself when used, and costs neither an attempt nor a backoff.
+  const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+  CHECK(r.reason == stop_reason::succeeded);
+  CHECK(r.attempts == 1);
+  CHECK(r.total_backoff == coretry::duration::zero());
+  CHECK_FALSE(r.value->reused_connection);
+  CHECK(h.client.stats().stale_discarded == 1);
+  CHECK(h.client.stats().connections_opened == 2);
+  CHECK((*server)->log().size() == 1);
+}
+
 TEST_CASE("a POST that times out is not retried") {
   server_thread server;
   harness h;

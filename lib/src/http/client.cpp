@@ -70,7 +70,14 @@ struct prepared_request {
   std::function<void(request&, const attempt_context<std::chrono::steady_clock>&)> decorate;
   std::function<std::optional<std::string>(const response&)> validate;
   std::vector<classifier_extension> classifiers;
+  bool repeatable = false; ///< idempotent or keyed: may be sent again after an ambiguous failure
 };
+
+/// The errors of a connection the server had closed before the request.
+bool closed_by_peer(const error_code& ec) {
+  return ec == asio::error::eof || ec == beast_http::error::end_of_stream || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == ssl::error::stream_truncated;
+}
 
 /// A connection: plain TCP or TLS over TCP, with its read buffer (which may
 /// hold bytes of the next response only if the server misbehaved).
@@ -140,15 +147,17 @@ public:
       for (auto& conn : o.idle) conn->close();
   }
 
-  /// A lease now, if a connection or a permit is free.
-  std::optional<lease> try_lease(const std::string& key) {
+  /// A lease now, if a connection or a permit is free. `check_stale` looks at
+  /// an idle connection before handing it out (one system call); requests
+  /// that may be repeated skip it and find out by using it instead.
+  std::optional<lease> try_lease(const std::string& key, bool check_stale) {
     std::lock_guard lock(mutex_);
     per_origin& o = origins_[key];
     const auto now = std::chrono::steady_clock::now();
     while (!o.idle.empty()) {
       std::unique_ptr<connection> conn = std::move(o.idle.back());
       o.idle.pop_back();
-      if (now - conn->idle_since <= idle_timeout_ && !conn->is_stale()) {
+      if (now - conn->idle_since <= idle_timeout_ && !(check_stale && conn->is_stale())) {
         ++o.leased;
         return lease(this, key, std::move(conn));
       }
@@ -210,6 +219,12 @@ public:
     s.connections_opened = opened_;
     s.stale_discarded = stale_discarded_;
     return s;
+  }
+
+  /// A reused connection turned out to have been closed by the server.
+  void note_stale() {
+    std::lock_guard lock(mutex_);
+    ++stale_discarded_;
   }
 
   void close_idle() {
@@ -422,7 +437,7 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
 template <class Stream>
 asio::awaitable<error_code> read_response(client_state& state, Stream& stream, connection& conn,
                                           beast_http::response_parser<beast_http::string_body>& parser,
-                                          const asio::cancellation_state& cancel_state) {
+                                          const asio::cancellation_state& cancel_state, bool& answered) {
   std::optional<asio::steady_timer> idle;
   if (state.options.idle_timeout != duration::zero()) idle.emplace(co_await asio::this_coro::executor);
   for (;;) {
@@ -455,6 +470,7 @@ asio::awaitable<error_code> read_response(client_state& state, Stream& stream, c
       if (done.value) n = *done.value;
     }
     conn.buffer.commit(n);
+    if (n != 0) answered = true;
     if (ec == asio::error::eof) {
       // The server closed: that ends a body delimited by the connection's
       // end; anything else is cut short.
@@ -467,9 +483,10 @@ asio::awaitable<error_code> read_response(client_state& state, Stream& stream, c
   }
 }
 
+/// `answered` tells whether any byte of a response arrived.
 template <class Stream>
 asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connection& conn, const request& req,
-                                     exchange& x, bool& keep_alive) {
+                                     exchange& x, bool& keep_alive, bool& answered) {
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   x.reached = stage::writing;
   if (cancellation_requested(cancel_state)) {
@@ -495,7 +512,7 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
       x.error = asio::error::operation_aborted;
       co_return;
     }
-    if (const error_code ec = co_await read_response(state, stream, conn, parser, cancel_state)) {
+    if (const error_code ec = co_await read_response(state, stream, conn, parser, cancel_state, answered)) {
       x.error = ec;
       co_return;
     }
@@ -573,6 +590,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   p.retry.observer = options.observer;
   p.retry.random = options.random;
   p.retry.operation = options.route;
+  prepared_req->repeatable = p.retry.safety != repeat_safety::unsafe;
   prepared_req->req = std::move(req);
   prepared_req->body = options.body;
   prepared_req->decorate = options.decorate;
@@ -615,49 +633,66 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
 
   const std::string& key = prepared->where.key;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
-  std::optional<lease> held = state->pool.try_lease(key);
-  while (!held) {
-    if (cancellation_requested(cancel_state)) {
-      x.error = asio::error::operation_aborted;
-      co_return;
+  for (;;) {
+    std::optional<lease> held = state->pool.try_lease(key, !prepared->repeatable);
+    while (!held) {
+      if (cancellation_requested(cancel_state)) {
+        x.error = asio::error::operation_aborted;
+        co_return;
+      }
+      auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
+      if (ec) {
+        x.error = ec;
+        co_return;
+      }
+      if (auto again = state->pool.try_lease(key, !prepared->repeatable)) held.emplace(std::move(*again));
     }
-    auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
-    if (ec) {
-      x.error = ec;
-      co_return;
-    }
-    if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
-  }
 
-  if (held->get()) {
-    x.reused_connection = true;
-  } else {
-    error_code ec;
-    if (state->options.connect_timeout == duration::zero()) {
-      ec = co_await establish(*state, prepared->where, *held, x);
+    if (held->get()) {
+      x.reused_connection = true;
     } else {
-      asio::steady_timer limit(co_await asio::this_coro::executor);
-      auto done = co_await under_limit<error_code>(limit, state->options.connect_timeout,
-                                                           establish(*state, prepared->where, *held, x));
-      if (done.exception) std::rethrow_exception(done.exception);
-      ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
-                                                  : done.error ? done.error : *done.value;
+      error_code ec;
+      if (state->options.connect_timeout == duration::zero()) {
+        ec = co_await establish(*state, prepared->where, *held, x);
+      } else {
+        asio::steady_timer limit(co_await asio::this_coro::executor);
+        auto done = co_await under_limit<error_code>(limit, state->options.connect_timeout,
+                                                     establish(*state, prepared->where, *held, x));
+        if (done.exception) std::rethrow_exception(done.exception);
+        ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
+                                                    : done.error ? done.error : *done.value;
+      }
+      if (ec) {
+        x.error = ec;
+        co_return; // the lease closes whatever was opened
+      }
     }
-    if (ec) {
-      x.error = ec;
-      co_return; // the lease closes whatever was opened
+
+    connection& conn = *held->get();
+    bool keep_alive = false;
+    bool answered = false;
+    if (auto* tls = std::get_if<ssl::stream<tcp::socket>>(&conn.stream))
+      co_await write_and_read(*state, *tls, conn, *req, x, keep_alive, answered);
+    else
+      co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, x, keep_alive, answered);
+
+    // A repeatable request that found its reused connection closed by the
+    // server, before a byte of answer, goes again on a fresh one within the
+    // same attempt: what the stale check would have done, without its cost
+    // on every reuse. The closed connection is dropped with its lease.
+    if (x.reused_connection && !answered && closed_by_peer(x.error) && prepared->repeatable &&
+        !cancellation_requested(cancel_state)) {
+      state->pool.note_stale();
+      exchange fresh;
+      fresh.idempotency_key = std::move(x.idempotency_key);
+      x = std::move(fresh);
+      continue;
     }
+
+    // Only a connection whose exchange ended cleanly goes back to the pool.
+    if (!x.error && keep_alive) held->mark_reusable();
+    break;
   }
-
-  connection& conn = *held->get();
-  bool keep_alive = false;
-  if (auto* tls = std::get_if<ssl::stream<tcp::socket>>(&conn.stream))
-    co_await write_and_read(*state, *tls, conn, *req, x, keep_alive);
-  else
-    co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, x, keep_alive);
-
-  // Only a connection whose exchange ended cleanly goes back to the pool.
-  if (!x.error && keep_alive) held->mark_reusable();
   if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && prepared->validate)
     if (auto problem = prepared->validate(*x.res)) x.problem = std::move(*problem);
 }

@@ -3,7 +3,7 @@
 // kept-alive connection, interleaved in rounds so both see the same machine.
 // Reports requests per second and client-thread CPU per request.
 //
-//   bench_http_client [requests-per-round=5000] [rounds=5] [only=raw|coretry]
+//   bench_http_client [requests-per-round=5000] [rounds=5] [only=raw|deadline|coretry]
 //
 // `only` runs one client alone, for profiling it (strace -c, perf).
 
@@ -18,6 +18,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
 #include <chrono>
@@ -73,6 +74,27 @@ measurement raw_beast(int requests, unsigned short port) {
   });
 }
 
+// The same exchange with a deadline on each request, the way Beast's own
+// examples bound an exchange: tcp_stream::expires_after before the write.
+measurement raw_beast_with_deadline(int requests, unsigned short port) {
+  return measure(requests, [&](asio::io_context& io) -> asio::awaitable<void> {
+    boost::beast::tcp_stream stream(io);
+    co_await stream.async_connect(asio::ip::tcp::endpoint{asio::ip::make_address("127.0.0.1"), port},
+                                  asio::use_awaitable);
+    stream.socket().set_option(asio::ip::tcp::no_delay(true));
+    boost::beast::flat_buffer buffer;
+    for (int i = 0; i < requests; ++i) {
+      beast_http::request<beast_http::string_body> req(beast_http::verb::get, "/status/200", 11);
+      req.set(beast_http::field::host, "127.0.0.1");
+      stream.expires_after(std::chrono::milliseconds(250));
+      co_await beast_http::async_write(stream, req, asio::use_awaitable);
+      beast_http::response<beast_http::string_body> res;
+      co_await beast_http::async_read(stream, buffer, res, asio::use_awaitable);
+      if (res.result_int() != 200) std::abort();
+    }
+  });
+}
+
 measurement through_coretry(int requests, const std::string& url) {
   return measure(requests, [&](asio::io_context& io) -> asio::awaitable<void> {
     coretry::http::client client(io.get_executor());
@@ -103,30 +125,40 @@ int main(int argc, char** argv) {
   const std::string url = server.base_url() + "/status/200";
 
   if (!only.empty()) {
-    if (only != "raw" && only != "coretry") {
-      std::fprintf(stderr, "only must be raw or coretry\n");
+    if (only != "raw" && only != "deadline" && only != "coretry") {
+      std::fprintf(stderr, "only must be raw, deadline or coretry\n");
       return 2;
     }
-    const measurement m = only == "raw" ? raw_beast(requests, server.port()) : through_coretry(requests, url);
+    const measurement m = only == "raw"        ? raw_beast(requests, server.port())
+                          : only == "deadline" ? raw_beast_with_deadline(requests, server.port())
+                                               : through_coretry(requests, url);
     std::printf("%s: %.0f requests/s  %.1f us client CPU/request\n", only.c_str(), m.requests_per_second,
                 m.cpu_us_per_request);
   } else {
   raw_beast(requests / 10, server.port()); // warm up
+  raw_beast_with_deadline(requests / 10, server.port());
   through_coretry(requests / 10, url);
-  double raw_rps = 0, raw_cpu = 0, coretry_rps = 0, coretry_cpu = 0;
+  double raw_rps = 0, raw_cpu = 0, deadline_rps = 0, deadline_cpu = 0, coretry_rps = 0, coretry_cpu = 0;
   for (int r = 0; r < rounds; ++r) {
     const measurement raw = raw_beast(requests, server.port());
+    const measurement bounded = raw_beast_with_deadline(requests, server.port());
     const measurement ours = through_coretry(requests, url);
     raw_rps += raw.requests_per_second / rounds;
     raw_cpu += raw.cpu_us_per_request / rounds;
+    deadline_rps += bounded.requests_per_second / rounds;
+    deadline_cpu += bounded.cpu_us_per_request / rounds;
     coretry_rps += ours.requests_per_second / rounds;
     coretry_cpu += ours.cpu_us_per_request / rounds;
   }
   std::printf("loopback keep-alive GET, %d requests x %d interleaved rounds (mean of rounds):\n", requests, rounds);
-  std::printf("  hand-written Beast client: %9.0f requests/s  %6.1f us client CPU/request\n", raw_rps, raw_cpu);
-  std::printf("  coretry::http::client:     %9.0f requests/s  %6.1f us client CPU/request\n", coretry_rps, coretry_cpu);
-  std::printf("  coretry throughput: %.1f%% of the hand-written client's; CPU +%.1f us/request\n",
-              100.0 * coretry_rps / raw_rps, coretry_cpu - raw_cpu);
+  std::printf("  hand-written Beast client, no deadline:   %9.0f requests/s  %6.1f us client CPU/request\n", raw_rps,
+              raw_cpu);
+  std::printf("  hand-written Beast client, with deadline: %9.0f requests/s  %6.1f us client CPU/request\n",
+              deadline_rps, deadline_cpu);
+  std::printf("  coretry::http::client:                    %9.0f requests/s  %6.1f us client CPU/request\n",
+              coretry_rps, coretry_cpu);
+  std::printf("  coretry throughput: %.1f%% of the hand-written client's without a deadline, %.1f%% with one\n",
+              100.0 * coretry_rps / raw_rps, 100.0 * coretry_rps / deadline_rps);
   }
   server.stop();
   guard.reset();

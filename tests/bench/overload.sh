@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Overload benchmark (not in CI): drives the bookstore with wrk while the
+# pricing service (`coretry faults`) is (a) healthy, (b) failing 100% with
+# 503, (c) failing 50% with 503, (d) slower than the attempt limit; each with
+# the retry budget on and off. Reports per scenario: pricing requests per
+# bookstore request (amplification), bookstore p50/p99 latency, success rate
+# and budget denials; and checks the mission bound under (b) with the budget:
+# amplification <= 1.1 + 20/N (N = bookstore requests that called pricing).
+#
+#   tests/bench/overload.sh [BUILD_DIR] [SECONDS_PER_SCENARIO]
+#
+# BUILD_DIR defaults to build/release (cmake --preset release && cmake --build
+# --preset release --target coretry_cli coretry_bookstore_app). Needs wrk and
+# curl. Exits 1 if the bound is broken.
+set -euo pipefail
+
+build=${1:-build/release}
+seconds=${2:-10}
+connections=${CONNECTIONS:-32}
+coretry="$build/apps/cli/coretry"
+bookstore="$build/apps/bookstore/coretry-bookstore"
+for tool in "$coretry" "$bookstore"; do
+  [[ -x $tool ]] || { echo "missing $tool: build the release preset first" >&2; exit 2; }
+done
+command -v wrk >/dev/null || { echo "wrk is missing (apt-get install wrk)" >&2; exit 2; }
+command -v curl >/dev/null || { echo "curl is missing" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/coretry-overload-XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts a program that prints "listening on URL"; sets $url and $pid.
+start() {
+  local out=$1; shift
+  "$@" >"$out" 2>"$out.err" &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 100); do
+    url=$(sed -n 's/^listening on //p' "$out")
+    [[ -n $url ]] && return 0
+    sleep 0.05
+  done
+  echo "did not start: $*" >&2; cat "$out.err" >&2; exit 1
+}
+
+# The value of one sample of a Prometheus text.
+sample() { awk -v key="$2" 'index($0, key " ") == 1 { print $NF; found = 1 } END { if (!found) print 0 }' "$1"; }
+
+start "$work/pricing.out" "$coretry" faults --listen 127.0.0.1:0
+pricing=$url
+pricing_pid=$pid
+
+declare -A target=(
+  [a]="/status/200"
+  [b]="/status/503"
+  [c]="/status/503?percent=50"
+  [d]="/status/200?delay=300"
+)
+declare -A title=(
+  [a]="(a) healthy"
+  [b]="(b) 100% 503"
+  [c]="(c) 50% 503"
+  [d]="(d) slow (300 ms > 250 ms attempt limit)"
+)
+
+printf '%s\n' "wrk: $connections connections, 2 threads, ${seconds} s per scenario; bookstore: 2 threads, default policy (3 attempts, 1000 ms deadline, 250 ms per attempt)"
+printf '\n| scenario | budget | bookstore requests (N) | pricing requests | amplification | p50 | p99 | success | budget denials |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
+verdict=0
+bound_line=""
+for budget in on off; do
+  for s in a b c d; do
+    start "$work/book.out" "$bookstore" --listen 127.0.0.1:0 --pricing "$pricing${target[$s]}" --budget "$budget" --threads 2
+    book=$url
+    book_pid=$pid
+    curl -s "$pricing/_reset" >/dev/null
+    wrk -t2 -c"$connections" -d"${seconds}s" --latency "$book/books/1" >"$work/wrk.txt"
+    # Requests whose wrk connection is gone may still be retrying: wait for
+    # them, so that the bookstore's counts and pricing's log cover the same calls.
+    for _ in $(seq 100); do
+      curl -s "$book/metrics" >"$work/metrics.txt"
+      [[ $(sample "$work/metrics.txt" bookstore_in_flight_requests) == 1 ]] && break # the scrape itself
+      sleep 0.05
+    done
+    kill -TERM "$book_pid"
+    wait "$book_pid" || { echo "bookstore exited with $?" >&2; exit 1; }
+    calls=$(curl -s "$pricing/_log" | grep -o '"method"' | wc -l)
+
+    route='route="/books/{id}"'
+    n=$(sample "$work/metrics.txt" "coretry_operations_total{$route}")
+    attempts=$(sample "$work/metrics.txt" "coretry_attempts_total{$route}")
+    ok=$(sample "$work/metrics.txt" "bookstore_responses_total{$route,code=\"200\"}")
+    total=$(awk -v r="bookstore_responses_total{$route," 'index($0, r) == 1 { sum += $NF } END { print sum + 0 }' "$work/metrics.txt")
+    denied=$(sample "$work/metrics.txt" "coretry_stops_total{$route,reason=\"budget_exhausted\"}")
+    p50=$(awk '$1 == "50%" { print $2 }' "$work/wrk.txt")
+    p99=$(awk '$1 == "99%" { print $2 }' "$work/wrk.txt")
+    amplification=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", n ? c / n : 0 }')
+    success=$(awk -v ok="$ok" -v t="$total" 'BEGIN { printf "%.1f%%", t ? 100 * ok / t : 0 }')
+    printf '| %s | %s | %d | %d | %s | %s | %s | %s | %d |\n' "${title[$s]}" "$budget" "$n" "$calls" \
+      "$amplification" "$p50" "$p99" "$success" "$denied"
+    if [[ $attempts != "$calls" ]]; then
+      echo "note: bookstore counted $attempts attempts, pricing logged $calls requests" >&2
+    fi
+    if [[ $s == b && $budget == on ]]; then
+      bound=$(awk -v n="$n" 'BEGIN { printf "%.4f", 1.1 + 20 / n }')
+      if awk -v c="$calls" -v n="$n" 'BEGIN { exit !(c / n <= 1.1 + 20 / n) }'; then
+        bound_line="PASS: (b) with the budget: amplification $amplification <= 1.1 + 20/N = $bound (N = $n)"
+      else
+        bound_line="FAIL: (b) with the budget: amplification $amplification > 1.1 + 20/N = $bound (N = $n)"
+        verdict=1
+      fi
+    fi
+  done
+done
+echo
+echo "$bound_line"
+kill -TERM "$pricing_pid"
+exit $verdict

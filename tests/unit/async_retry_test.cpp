@@ -730,3 +730,19 @@ TEST_CASE("a strand on a multi-threaded io_context: every handler exactly once")
   CHECK(stops == operations);
   CHECK(s.operations == operations);
 }
+
+TEST_CASE("a single-threaded io_context needs no strand; a multi-threaded one does") {
+  using coretry::detail::is_serial_executor;
+  asio::io_context one(1);
+  asio::io_context unlocked(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE);
+  asio::io_context many(4);
+  asio::io_context unknown; // the default hint promises nothing
+  CHECK(is_serial_executor(one.get_executor()));
+  CHECK(is_serial_executor(asio::any_io_executor(one.get_executor())));
+  CHECK(is_serial_executor(unlocked.get_executor()));
+  CHECK_FALSE(is_serial_executor(many.get_executor()));
+  CHECK_FALSE(is_serial_executor(asio::any_io_executor(many.get_executor())));
+  CHECK_FALSE(is_serial_executor(unknown.get_executor()));
+  CHECK(is_serial_executor(asio::make_strand(many)));
+  CHECK(is_serial_executor(asio::any_io_executor(asio::make_strand(many))));
+}

@@ -10,6 +10,8 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/compose.hpp>
+#include <boost/asio/detail/concurrency_hint.hpp>
+#include <boost/asio/detail/scheduler.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -23,16 +25,30 @@ struct is_strand : std::false_type {};
 template <class Inner>
 struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
 
+/// True when the io_context was made for one thread (concurrency hint 1, or
+/// a hint that turns the scheduler's locking off): the owner promised Asio
+/// that a single thread runs it, so its handlers already run one at a time.
+inline bool is_single_threaded(boost::asio::io_context& context) {
+  const int hint = boost::asio::use_service<boost::asio::detail::scheduler>(context).concurrency_hint();
+  return hint == 1 || !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint);
+}
+
 /// True when `ex` is known to run handlers one at a time: a strand, directly
-/// or inside an any_io_executor.
+/// or inside an any_io_executor, or the executor of a single-threaded
+/// io_context (an io_context per thread needs no strand per operation).
 template <class Executor>
 bool is_serial_executor(const Executor& ex) {
   if constexpr (is_strand<Executor>::value) {
     return true;
+  } else if constexpr (std::is_same_v<Executor, boost::asio::io_context::executor_type>) {
+    return is_single_threaded(ex.context());
   } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
     using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
-    return ex.template target<io_strand>() != nullptr ||
-           ex.template target<boost::asio::strand<boost::asio::any_io_executor>>() != nullptr;
+    if (ex.template target<io_strand>() != nullptr ||
+        ex.template target<boost::asio::strand<boost::asio::any_io_executor>>() != nullptr)
+      return true;
+    const auto* io = ex.template target<boost::asio::io_context::executor_type>();
+    return io != nullptr && is_single_threaded(io->context());
   } else {
     (void)ex;
     return false;
@@ -40,9 +56,9 @@ bool is_serial_executor(const Executor& ex) {
 }
 
 /// The strand an operation runs its steps on: the completion handler's own
-/// executor when that is a strand (no allocation, and the caller's
-/// cancellation is then serialised with the operation), else a new strand of
-/// the operation's I/O executor.
+/// executor when that is serial (no allocation, and the caller's
+/// cancellation is then serialised with the operation), else the I/O
+/// executor when that is serial, else a new strand of it.
 template <class HandlerExecutor, class Executor>
 boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handler_ex, const Executor& io_ex) {
   if constexpr (std::is_convertible_v<HandlerExecutor, boost::asio::any_io_executor>)

@@ -61,9 +61,10 @@ tcp::endpoint parse_listen(std::string_view text) {
   return {address, static_cast<unsigned short>(port)};
 }
 
-// A whole, non-negative number of milliseconds; nullopt when malformed.
-// Enormous values saturate (they are clamped to the local maximum anyway).
-std::optional<std::int64_t> parse_milliseconds(std::string_view text) {
+// A whole, non-negative decimal number (milliseconds, an attempt count);
+// nullopt when malformed. Enormous values saturate (a deadline is clamped to
+// the local maximum anyway).
+std::optional<std::int64_t> parse_whole_number(std::string_view text) {
   if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos)
     return text.size() > 18 && text.find_first_not_of("0123456789") == std::string_view::npos
                ? std::optional<std::int64_t>{INT64_MAX}
@@ -313,7 +314,7 @@ private:
     // The caller's deadline, clamped to ours, less our own reserve.
     milliseconds asked = opts_.max_deadline;
     if (const auto field = req.find(std::string{deadline_header}); field != req.end()) {
-      const auto parsed = parse_milliseconds(to_std(field->value()));
+      const auto parsed = parse_whole_number(to_std(field->value()));
       if (!parsed)
         co_return reply(0, 400, R"({"error":"x-coretry-deadline-ms must be a whole number of milliseconds"})");
       asked = milliseconds{std::min<std::int64_t>(*parsed, opts_.max_deadline.count())};
@@ -332,7 +333,7 @@ private:
     if (opts_.coordination) {
       unsigned attempt = 1;
       if (const auto field = req.find(std::string{attempt_header}); field != req.end()) {
-        const auto parsed = parse_milliseconds(to_std(field->value())); // a plain number too
+        const auto parsed = parse_whole_number(to_std(field->value()));
         if (parsed && *parsed > 1) attempt = 2;
       }
       const auto owner = req.find(std::string{retries_header});

@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <future>
 #include <map>
 #include <optional>
 #include <regex>
@@ -200,6 +201,37 @@ TEST_CASE("the deadline header is clamped, less the reserve, and propagated per 
   CHECK(field(log[0], "x-coretry-retries") == "upstream");
 }
 
+TEST_CASE("each attempt carries its number and the time until its own deadline") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/503"));
+  o.max_deadline = 2000ms;
+  o.reserve = 10ms;
+  o.policy.attempt_limit = 300ms; // shorter than what the deadline leaves the first attempts
+  bookstore_runner store{o};
+  REQUIRE(get(port_of(store->base_url()), "/books/1").status == 503);
+  const auto log = pricing->log();
+  REQUIRE(log.size() == 3);
+  std::int64_t previous = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    CAPTURE(i);
+    CHECK(field(log[i], "x-coretry-attempt") == std::to_string(i + 1));
+    const auto sent = std::stoll(field(log[i], "x-coretry-deadline-ms").value());
+    CHECK(sent <= 300); // the attempt limit, not the whole deadline
+    CHECK(sent > 200);
+    if (i > 0) CHECK(sent <= previous);
+    previous = sent;
+  }
+  // Without coordination neither retry header goes out (the deadline still does).
+  server_thread plain_pricing;
+  bookstore::options p = options_for(plain_pricing.url("/status/200"), false);
+  bookstore_runner plain{p};
+  REQUIRE(get(port_of(plain->base_url()), "/books/1", {{"x-coretry-retries", "upstream"}}).status == 200);
+  REQUIRE(plain_pricing->log().size() == 1);
+  CHECK_FALSE(field(plain_pricing->log()[0], "x-coretry-attempt"));
+  CHECK_FALSE(field(plain_pricing->log()[0], "x-coretry-retries"));
+  CHECK(field(plain_pricing->log()[0], "x-coretry-deadline-ms"));
+}
+
 TEST_CASE("with too little time left the answer is 504 at once and the dependency is not called") {
   server_thread pricing;
   bookstore::options o = options_for(pricing.url("/status/200"));
@@ -360,6 +392,53 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
   }
   CHECK(res.body.find("unique-") == std::string::npos);
   CHECK(res.body.find("/some/other") == std::string::npos);
+}
+
+TEST_CASE("shutdown stops accepting, closes idle connections and cancels a sleeping call at once") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/503"));
+  o.policy.backoff.initial_window = 30s; // a call asleep for 30 s
+  o.policy.backoff.max_window = 30s;
+  o.policy.backoff.jitter = coretry::jitter_kind::none;
+  o.max_deadline = 60s;
+  o.shutdown_grace = 30s; // only the sleep, not the grace, can end this call early
+  asio::io_context io;
+  std::optional<bookstore::server> store;
+  o.listen = "127.0.0.1:0";
+  store.emplace(io, o);
+  std::thread runner{[&] { io.run(); }};
+  const auto port = store->port();
+
+  // An idle keep-alive connection, and a request asleep in backoff.
+  asio::io_context client_io;
+  asio::ip::tcp::socket idle{client_io};
+  idle.connect({asio::ip::make_address("127.0.0.1"), port});
+  std::optional<http_reply> reply;
+  std::thread caller{[&] { reply = get(port, "/books/1"); }};
+  REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
+  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 2; }, 10s));
+
+  std::promise<void> closed;
+  store->shutdown([&] { closed.set_value(); });
+  // Everything ends without the 30 s sleep or grace running out.
+  REQUIRE(closed.get_future().wait_for(10s) == std::future_status::ready);
+  caller.join();
+  runner.join(); // run() returned: the server holds no work
+  REQUIRE(reply);
+  CHECK(reply->status == 503);
+  CHECK(reply->fields["x-coretry-stop"] == "cancelled");
+  CHECK(pricing->log().size() == 1);
+  CHECK(store->open_connections() == 0);
+  CHECK(metric(store->metrics(), R"(coretry_cancellations_total{route="/books/{id}"})") == 1);
+  // The idle connection was closed by the server, and nobody listens any more.
+  char byte;
+  boost::system::error_code error;
+  idle.read_some(asio::buffer(&byte, 1), error);
+  CHECK(error == asio::error::eof);
+  asio::ip::tcp::socket late{client_io};
+  late.connect({asio::ip::make_address("127.0.0.1"), port}, error);
+  CHECK(error == asio::error::connection_refused);
+  store.reset();
 }
 
 TEST_CASE("bad options are refused with a reason") {

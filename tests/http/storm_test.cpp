@@ -24,7 +24,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -53,6 +55,7 @@ int env_or(const char* name, int fallback) {
 // until the attempt ends; this test is what would show a regression.
 TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   const int operations = env_or("CORETRY_STORM_OPERATIONS", 10000);
+  const int spread_ms = std::max(1, env_or("CORETRY_STORM_SPREAD_MS", 4000));
   const unsigned seed = static_cast<unsigned>(env_or("CORETRY_STORM_SEED", static_cast<int>(std::random_device{}())));
   MESSAGE("storm: " << operations << " operations, CORETRY_STORM_SEED=" << seed);
   const std::size_t sockets_before = coretry_tests::open_sockets();
@@ -99,7 +102,9 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
     asio::strand<asio::io_context::executor_type> strand;
     asio::cancellation_signal cancel;
     asio::steady_timer cancel_timer;
+    asio::steady_timer start_timer{strand};
     std::atomic<int> completions{0};
+    std::string cancelled_at; // where the caller's cancellation found it, if it did
     std::string description; // for the watchdog's report
   };
   std::vector<std::unique_ptr<operation>> ops;
@@ -111,9 +116,13 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
     const bool keyed = post && random() % 2 == 0;
     const int cancel_after_ms = random() % 4 == 0 ? -1 : static_cast<int>(random() % 400);
     const bool budgeted = random() % 2 == 0; // the others retry freely, to spend time in backoff
+    // Starts spread over `spread_ms`, so that operations meet the pool, the
+    // server and each other at every stage rather than all queue at once.
+    const int start_ms = static_cast<int>(random() % spread_ms);
     op.description = "#" + std::to_string(i) + (post ? (keyed ? " POST+key " : " POST ") : " GET ") + url +
-                     " cancel@" + std::to_string(cancel_after_ms) + "ms";
-    asio::dispatch(op.strand, [&, url, post, keyed, cancel_after_ms, budgeted] {
+                     " start@" + std::to_string(start_ms) + "ms cancel@+" + std::to_string(cancel_after_ms) + "ms";
+    op.start_timer.expires_after(std::chrono::milliseconds(start_ms));
+    op.start_timer.async_wait([&, url, post, keyed, cancel_after_ms, budgeted](boost::system::error_code) {
       coretry::http::request req(post ? beast_http::verb::post : beast_http::verb::get, "", 11);
       if (post) req.body() = "{\"n\":1}";
       coretry::http::request_options options;
@@ -130,10 +139,18 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
       client.async_send(url, std::move(req), options,
                         asio::bind_cancellation_slot(
                             op.cancel.slot(), asio::bind_executor(op.strand, [&op](std::exception_ptr e,
-                                                                                   coretry::http::result) {
+                                                                                   coretry::http::result r) {
                               CHECK_FALSE(e);
                               op.completions.fetch_add(1);
                               op.cancel_timer.cancel();
+                              if (r.reason != coretry::stop_reason::cancelled) return;
+                              // An attempt the caller cancelled says so in its
+                              // record; otherwise it was cancelled asleep.
+                              if (!r.records.empty() && r.records.back().classified.category == "cancelled")
+                                op.cancelled_at = r.value ? std::string(coretry::http::to_string(r.value->reached))
+                                                          : "attempt";
+                              else
+                                op.cancelled_at = "backoff";
                             })));
       if (cancel_after_ms >= 0) {
         op.cancel_timer.expires_after(std::chrono::milliseconds(cancel_after_ms));
@@ -181,7 +198,24 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   std::uint64_t stops = 0;
   for (auto n : s.stops) stops += n;
   CHECK(stops == static_cast<std::uint64_t>(operations));
-  MESSAGE("storm stops: succeeded " << s.stops[0] << ", cancelled " << s.cancellations << ", attempts " << s.attempts);
+  std::string by_reason;
+  for (std::size_t i = 0; i < s.stops.size(); ++i)
+    if (s.stops[i] != 0)
+      by_reason += " " + std::string(coretry::to_string(static_cast<coretry::stop_reason>(i))) + "=" +
+                   std::to_string(s.stops[i]);
+  MESSAGE("storm stops:" << by_reason << "; attempts " << s.attempts);
+  std::map<std::string, int> cancelled_at;
+  for (const auto& op : ops)
+    if (!op->cancelled_at.empty()) ++cancelled_at[op->cancelled_at];
+  std::string where;
+  for (const auto& [stage, n] : cancelled_at) where += " " + stage + "=" + std::to_string(n);
+  MESSAGE("cancelled while:" << where);
+  // The storm reached the stages it is meant to: requests that succeed, and
+  // cancellations that land in I/O and in backoff (resolve, connect and the
+  // handshake are too quick on loopback to be hit every run).
+  CHECK(s.stops[static_cast<std::size_t>(coretry::stop_reason::succeeded)] > 0);
+  CHECK(cancelled_at["reading"] > 0);
+  CHECK(cancelled_at["backoff"] > 0);
 
   client.close_idle();
   plain->stop();

@@ -307,21 +307,24 @@ struct client_state {
       : executor(std::move(ex)), options(std::move(o)),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout) {
     if (!options.ca_file.empty()) {
-      // Checked now, so that a bad file is a clear error at construction and
-      // not a handshake failure on every attempt later.
+      // A client given a CA file speaks HTTPS: its TLS context is made now,
+      // so that a bad file is a clear error at construction (not a handshake
+      // failure on every attempt later) and loading the trust stores is not
+      // charged to the first request's deadline.
       if (::access(options.ca_file.c_str(), R_OK) != 0)
         throw std::invalid_argument("coretry::http: cannot read the CA file " + options.ca_file);
-      ssl::context probe(ssl::context::tls_client);
-      error_code ec;
-      probe.load_verify_file(options.ca_file, ec);
-      if (ec)
+      try {
+        tls();
+      } catch (const boost::system::system_error& e) {
         throw std::invalid_argument("coretry::http: the CA file " + options.ca_file +
-                                    " holds no usable PEM certificate: " + ec.message());
+                                    " holds no usable PEM certificate: " + e.code().message());
+      }
     }
   }
 
-  /// The TLS context, made on first use: loading the system trust store is
-  /// costly, and a client that only speaks plain HTTP never needs it.
+  /// The TLS context, made on first use when no CA file was given: loading
+  /// the system trust store is costly, and a client that only speaks plain
+  /// HTTP never needs it.
   ssl::context& tls() {
     std::call_once(tls_made_, [this] {
       ssl::context context(ssl::context::tls_client);

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -109,6 +110,9 @@ int main(int argc, char** argv) {
     for (auto& t : pool) t.join();
     server.reset();
     return 0;
+  } catch (const boost::system::system_error& e) { // cannot bind, out of descriptors, ...
+    std::fprintf(stderr, "coretry-bookstore: cannot serve on %s: %s\n", listen.c_str(), e.code().message().c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());
     return 1;

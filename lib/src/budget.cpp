@@ -34,6 +34,10 @@ bool token_bucket_budget::try_acquire_retry() noexcept {
   return true;
 }
 
+bool token_bucket_budget::retry_available() const noexcept {
+  return units_.load(std::memory_order_relaxed) >= scale;
+}
+
 double token_bucket_budget::tokens() const noexcept {
   return static_cast<double>(units_.load(std::memory_order_relaxed)) / scale;
 }

@@ -90,6 +90,15 @@ decision decision_core::begin() {
 }
 
 decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
+  decision d = plan_after_attempt(elapsed, v, safety);
+  // A retry the budget would refuse now is not slept for: the operation stops
+  // at once. The token itself is taken after the sleep (sleep_finished).
+  if (d.what == decision::action::sleep && budget_ && !budget_->retry_available())
+    return decision::stop(stop_reason::budget_exhausted);
+  return d;
+}
+
+decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety) {
   switch (v.status) {
   case attempt_status::success: return decision::stop(stop_reason::succeeded);
   case attempt_status::permanent: return decision::stop(stop_reason::rejected);

@@ -535,10 +535,10 @@ TEST_CASE("seed: three layers of three attempts make 27 calls") {
   CHECK(result->value->reason == stop_reason::attempts_exhausted);
 }
 
-TEST_CASE("budget stops retries across operations") {
+TEST_CASE("budget stops retries across operations, without sleeping for a refused one") {
   coretry::policy p;
   p.max_attempts = 5;
-  coretry::testing::scripted_random draws{0, 0, 0, 0, 0, 0};
+  coretry::testing::scripted_random draws{0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
   coretry::token_bucket_budget budget({.capacity = 2, .tokens_per_initial_request = 0.1});
   auto options = idempotent_with(draws);
   options.budget = &budget;
@@ -547,6 +547,10 @@ TEST_CASE("budget stops retries across operations") {
   CHECK(result.reason == stop_reason::budget_exhausted);
   CHECK(result.attempts == 3); // the first, then the two tokens
   CHECK(dependency.calls == 3);
+  // Attempts of 1 ms at 0, 51 and 152 ms (waits of half the 100 and 200 ms
+  // windows); the empty bucket stops it when the third ends, with no third wait.
+  CHECK(result.total_backoff == ms(150));
+  CHECK(at == ms(153));
 }
 
 TEST_CASE("seed: budget admits at most 20 + N/10 retries") {

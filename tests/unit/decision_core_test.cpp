@@ -229,8 +229,18 @@ TEST_CASE("core: the budget is asked only for retries, after the deadline check"
   CHECK(budget.tokens() == 1.0);
   CHECK(core.sleep_finished(ms(100)).what == action::start_attempt);
   CHECK(budget.tokens() == 0.0);
-  core.attempt_finished(ms(120), timeout, idempotent);
-  CHECK(core.sleep_finished(ms(200)).reason == stop_reason::budget_exhausted);
+  // No token left: it stops at once instead of sleeping first.
+  CHECK(core.attempt_finished(ms(120), timeout, idempotent).reason == stop_reason::budget_exhausted);
+}
+
+TEST_CASE("core: a token taken by others during the sleep stops the retry after it") {
+  coretry::token_bucket_budget budget({.capacity = 1, .tokens_per_initial_request = 0});
+  coretry::testing::scripted_random draws{0.5};
+  coretry::decision_core core(coretry::policy{}, draws, &budget);
+  core.begin();
+  CHECK(core.attempt_finished(ms(10), timeout, idempotent).what == action::sleep); // a token is there
+  CHECK(budget.try_acquire_retry());                                                 // another operation takes it
+  CHECK(core.sleep_finished(ms(100)).reason == stop_reason::budget_exhausted);
 }
 
 TEST_CASE("core: invalid policies are refused with a message naming the field") {

@@ -15,6 +15,11 @@ public:
   virtual void record_initial_request() noexcept = 0;
   /// Called immediately before a retry is sent; false denies the retry.
   virtual bool try_acquire_retry() noexcept = 0;
+  /// Whether a retry would be admitted now, taking nothing: asked before the
+  /// backoff sleep, so that an operation the budget will refuse stops at
+  /// once instead of sleeping first. The token is still taken only by
+  /// try_acquire_retry, after the sleep.
+  virtual bool retry_available() const noexcept { return true; }
 };
 
 /// A token bucket: starts full; every initial request deposits
@@ -34,6 +39,7 @@ public:
 
   void record_initial_request() noexcept override;
   bool try_acquire_retry() noexcept override;
+  bool retry_available() const noexcept override;
 
   /// Current tokens (fractional), for metrics.
   double tokens() const noexcept;

@@ -56,7 +56,9 @@ public:
   /// The first attempt (records the initial request in the budget).
   decision begin();
   /// An attempt finished `elapsed` after the start, classified as `v`;
-  /// `safety` says whether the operation as a whole may be repeated.
+  /// `safety` says whether the operation as a whole may be repeated. Stops
+  /// with budget_exhausted, rather than sleeping, when the budget has no
+  /// token for the retry now.
   decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety);
   /// A sleep finished: re-checks the remaining time and takes a budget token.
   decision sleep_finished(duration elapsed);
@@ -66,6 +68,7 @@ public:
   const coretry::policy& policy() const noexcept { return policy_; }
 
 private:
+  decision plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety);
   duration local_backoff(unsigned retry_index);
   /// Time left for an attempt's allowance at `elapsed`: deadline - elapsed -
   /// reserve, saturating (duration::max() when there is no overall deadline).

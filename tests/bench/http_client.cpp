@@ -23,13 +23,30 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <ctime>
 #include <thread>
 
 namespace asio = boost::asio;
 namespace beast_http = boost::beast::http;
+
+namespace {
+// Heap allocations made by the measuring thread (the server's thread, in the
+// same process, is not counted).
+thread_local std::uint64_t thread_allocations = 0;
+} // namespace
+
+void* operator new(std::size_t size) {
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (!p) throw std::bad_alloc();
+  ++thread_allocations;
+  return p;
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 
 namespace {
 
@@ -42,11 +59,13 @@ double thread_cpu_seconds() {
 struct measurement {
   double requests_per_second;
   double cpu_us_per_request;
+  double allocations_per_request;
 };
 
 template <class Loop>
 measurement measure(int requests, Loop loop) {
   asio::io_context io(1);
+  const std::uint64_t allocations_before = thread_allocations;
   const double cpu_before = thread_cpu_seconds();
   const auto start = std::chrono::steady_clock::now();
   asio::co_spawn(io, loop(io), [](std::exception_ptr e) {
@@ -54,7 +73,8 @@ measurement measure(int requests, Loop loop) {
   });
   io.run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {requests / seconds, (thread_cpu_seconds() - cpu_before) * 1e6 / requests};
+  return {requests / seconds, (thread_cpu_seconds() - cpu_before) * 1e6 / requests,
+          double(thread_allocations - allocations_before) / requests};
 }
 
 measurement raw_beast(int requests, unsigned short port) {
@@ -132,33 +152,34 @@ int main(int argc, char** argv) {
     const measurement m = only == "raw"        ? raw_beast(requests, server.port())
                           : only == "deadline" ? raw_beast_with_deadline(requests, server.port())
                                                : through_coretry(requests, url);
-    std::printf("%s: %.0f requests/s  %.1f us client CPU/request\n", only.c_str(), m.requests_per_second,
-                m.cpu_us_per_request);
+    std::printf("%s: %.0f requests/s  %.1f us client CPU/request  %.1f allocations/request\n", only.c_str(),
+                m.requests_per_second, m.cpu_us_per_request, m.allocations_per_request);
   } else {
   raw_beast(requests / 10, server.port()); // warm up
   raw_beast_with_deadline(requests / 10, server.port());
   through_coretry(requests / 10, url);
-  double raw_rps = 0, raw_cpu = 0, deadline_rps = 0, deadline_cpu = 0, coretry_rps = 0, coretry_cpu = 0;
+  measurement raw{}, bounded{}, ours{};
+  auto add = [rounds](measurement& sum, const measurement& m) {
+    sum.requests_per_second += m.requests_per_second / rounds;
+    sum.cpu_us_per_request += m.cpu_us_per_request / rounds;
+    sum.allocations_per_request += m.allocations_per_request / rounds;
+  };
   for (int r = 0; r < rounds; ++r) {
-    const measurement raw = raw_beast(requests, server.port());
-    const measurement bounded = raw_beast_with_deadline(requests, server.port());
-    const measurement ours = through_coretry(requests, url);
-    raw_rps += raw.requests_per_second / rounds;
-    raw_cpu += raw.cpu_us_per_request / rounds;
-    deadline_rps += bounded.requests_per_second / rounds;
-    deadline_cpu += bounded.cpu_us_per_request / rounds;
-    coretry_rps += ours.requests_per_second / rounds;
-    coretry_cpu += ours.cpu_us_per_request / rounds;
+    add(raw, raw_beast(requests, server.port()));
+    add(bounded, raw_beast_with_deadline(requests, server.port()));
+    add(ours, through_coretry(requests, url));
   }
   std::printf("loopback keep-alive GET, %d requests x %d interleaved rounds (mean of rounds):\n", requests, rounds);
-  std::printf("  hand-written Beast client, no deadline:   %9.0f requests/s  %6.1f us client CPU/request\n", raw_rps,
-              raw_cpu);
-  std::printf("  hand-written Beast client, with deadline: %9.0f requests/s  %6.1f us client CPU/request\n",
-              deadline_rps, deadline_cpu);
-  std::printf("  coretry::http::client:                    %9.0f requests/s  %6.1f us client CPU/request\n",
-              coretry_rps, coretry_cpu);
+  auto row = [](const char* name, const measurement& m) {
+    std::printf("  %-42s %9.0f requests/s  %6.1f us client CPU/request  %5.1f allocations/request\n", name,
+                m.requests_per_second, m.cpu_us_per_request, m.allocations_per_request);
+  };
+  row("hand-written Beast client, no deadline:", raw);
+  row("hand-written Beast client, with deadline:", bounded);
+  row("coretry::http::client:", ours);
   std::printf("  coretry throughput: %.1f%% of the hand-written client's without a deadline, %.1f%% with one\n",
-              100.0 * coretry_rps / raw_rps, 100.0 * coretry_rps / deadline_rps);
+              100.0 * ours.requests_per_second / raw.requests_per_second,
+              100.0 * ours.requests_per_second / bounded.requests_per_second);
   }
   server.stop();
   guard.reset();

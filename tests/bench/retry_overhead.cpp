@@ -73,14 +73,21 @@ struct measurement {
   double allocs_per_op;
 };
 
-/// Runs `loop` (a coroutine that performs `operations` operations) on a
-/// fresh single-threaded io_context, or on a strand of it.
+/// Where the measuring coroutine runs.
+enum class context_kind {
+  single_threaded, ///< an io_context made for one thread (hint 1): serial already
+  shared,          ///< an io_context that may be run by many threads: async_retry makes a strand
+  on_strand,       ///< a strand of such an io_context, which async_retry reuses
+};
+
+/// Runs `loop` (a coroutine that performs `operations` operations) on a fresh
+/// io_context, run by this thread alone whatever its kind.
 template <class Loop>
-measurement measure(int operations, bool on_strand, Loop loop) {
-  asio::io_context io(1);
+measurement measure(int operations, context_kind kind, Loop loop) {
+  asio::io_context io(kind == context_kind::single_threaded ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT);
   const auto allocs_before = allocations.load();
   const auto start = clock_type::now();
-  if (on_strand)
+  if (kind == context_kind::on_strand)
     asio::co_spawn(asio::make_strand(io), loop(io), asio::detached);
   else
     asio::co_spawn(io, loop(io), asio::detached);
@@ -90,7 +97,7 @@ measurement measure(int operations, bool on_strand, Loop loop) {
 }
 
 measurement run_direct(int operations) {
-  return measure(operations, false, [operations](asio::io_context& io) -> asio::awaitable<void> {
+  return measure(operations, context_kind::single_threaded, [operations](asio::io_context& io) -> asio::awaitable<void> {
     for (int i = 0; i < operations; ++i) (void)co_await trivial_op(io)(asio::use_awaitable);
   });
 }
@@ -98,7 +105,7 @@ measurement run_direct(int operations) {
 /// What a hand-written deadline costs: the same operation raced with a
 /// steady_timer that cancels it through its cancellation slot.
 measurement run_direct_with_deadline(int operations) {
-  return measure(operations, false, [operations](asio::io_context& io) -> asio::awaitable<void> {
+  return measure(operations, context_kind::single_threaded, [operations](asio::io_context& io) -> asio::awaitable<void> {
     asio::steady_timer deadline(io);
     asio::cancellation_signal cancel;
     for (int i = 0; i < operations; ++i) {
@@ -112,10 +119,9 @@ measurement run_direct_with_deadline(int operations) {
   });
 }
 
-/// Through async_retry. With `on_strand` the calling coroutine runs on a
-/// strand, which the operation reuses; otherwise it makes one per operation.
-measurement run_retry(int operations, bool on_strand) {
-  return measure(operations, on_strand, [operations](asio::io_context& io) -> asio::awaitable<void> {
+/// Through async_retry, from a coroutine running as `kind` says.
+measurement run_retry(int operations, context_kind kind) {
+  return measure(operations, kind, [operations](asio::io_context& io) -> asio::awaitable<void> {
     coretry::policy p;
     coretry::retry_options options;
     options.safety = coretry::repeat_safety::idempotent;
@@ -181,23 +187,28 @@ int main(int argc, char** argv) {
   // Warm up caches and the allocator.
   run_direct(operations / 10);
   run_direct_with_deadline(operations / 10);
-  run_retry(operations / 10, false);
-  run_retry(operations / 10, true);
+  run_retry(operations / 10, context_kind::single_threaded);
+  run_retry(operations / 10, context_kind::shared);
+  run_retry(operations / 10, context_kind::on_strand);
   constexpr int rounds = 5;
-  const char* names[] = {"direct co_await", "direct, hand-made deadline", "async_retry, strand per op",
-                         "async_retry, caller's strand"};
-  measurement sums[4] = {};
+  constexpr int kinds = 5;
+  const char* names[kinds] = {"direct co_await", "direct, hand-made deadline",
+                              "async_retry, single-threaded io_context", "async_retry, strand per op",
+                              "async_retry, caller's strand"};
+  measurement sums[kinds] = {};
   for (int r = 0; r < rounds; ++r) {
-    const measurement m[4] = {run_direct(operations), run_direct_with_deadline(operations),
-                              run_retry(operations, false), run_retry(operations, true)};
-    for (int i = 0; i < 4; ++i) {
+    const measurement m[kinds] = {run_direct(operations), run_direct_with_deadline(operations),
+                                  run_retry(operations, context_kind::single_threaded),
+                                  run_retry(operations, context_kind::shared),
+                                  run_retry(operations, context_kind::on_strand)};
+    for (int i = 0; i < kinds; ++i) {
       sums[i].ns_per_op += m[i].ns_per_op / rounds;
       sums[i].allocs_per_op += m[i].allocs_per_op / rounds;
     }
   }
   std::printf("happy path, %d operations x %d interleaved rounds (mean of rounds):\n", operations, rounds);
-  for (int i = 0; i < 4; ++i)
-    std::printf("  %-30s %8.1f ns/op  %5.2f allocations/op\n", names[i], sums[i].ns_per_op, sums[i].allocs_per_op);
+  for (int i = 0; i < kinds; ++i)
+    std::printf("  %-40s %8.1f ns/op  %5.2f allocations/op\n", names[i], sums[i].ns_per_op, sums[i].allocs_per_op);
   bench_backoff(pending);
   return 0;
 }

@@ -108,6 +108,7 @@ for budget in on off; do
     fi
     if [[ $s == b && $budget == on ]]; then
       bound=$(awk -v n="$n" 'BEGIN { printf "%.4f", 1.1 + 20 / n }')
+      amplification=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.4f", n ? c / n : 0 }')
       if awk -v c="$calls" -v n="$n" 'BEGIN { exit !(c / n <= 1.1 + 20 / n) }'; then
         bound_line="PASS: (b) with the budget: amplification $amplification <= 1.1 + 20/N = $bound (N = $n)"
       else

@@ -236,27 +236,42 @@ auto deaf_to_first_signals(asio::io_context& io, std::deque<manual_timer>& timer
 
 } // namespace
 
-TEST_CASE("a cancellation an operation missed is repeated until the operation ends") {
+namespace {
+
+/// One attempt (no retries) of an operation that misses its first
+/// `missed` cancellation signals, on virtual time.
+struct missed_cancellation {
+  missed_cancellation(int missed, coretry::duration repeat) : missed(missed) {
+    policy.max_attempts = 1;
+    options.cancellation_repeat = repeat;
+  }
+  auto operation() { return deaf_to_first_signals(io, timers, missed, heard, runner); }
+
   asio::io_context io;
-  coretry::testing::manual_runner runner(io);
+  coretry::testing::manual_runner runner{io};
   std::deque<manual_timer> timers;
-  std::vector<coretry::duration> heard;
-  coretry::policy p;
-  p.max_attempts = 1;
+  std::vector<coretry::duration> heard; ///< when the operation finally heard a signal
+  int missed;
+  coretry::policy policy;
   coretry::testing::scripted_random draws{};
-  auto options = idempotent_with(draws);
-  options.cancellation_repeat = 7ms;
+  coretry::retry_options options = idempotent_with(draws);
+};
+
+} // namespace
+
+TEST_CASE("a cancellation an operation missed is repeated until the operation ends") {
+  missed_cancellation t(2, 7ms);
   std::optional<coretry::outcome<int>> result;
   coretry::duration at{};
-  coretry::async_retry<manual_timer>(io.get_executor(), p, options, deaf_to_first_signals(io, timers, 2, heard, runner),
+  coretry::async_retry<manual_timer>(t.io.get_executor(), t.policy, t.options, t.operation(),
                                      [&](std::exception_ptr, coretry::outcome<int> r) {
-                                       at = runner.elapsed();
+                                       at = t.runner.elapsed();
                                        result = std::move(r);
                                      });
-  runner.run();
+  t.runner.run();
   // Sent at 250 and 257 (both missed), heard at 264.
-  REQUIRE(heard.size() == 1);
-  CHECK(heard[0] == ms(264));
+  REQUIRE(t.heard.size() == 1);
+  CHECK(t.heard[0] == ms(264));
   REQUIRE(result);
   CHECK(result->records[0].error == coretry::attempt_error::timed_out);
   CHECK(at == ms(264));
@@ -265,51 +280,35 @@ TEST_CASE("a cancellation an operation missed is repeated until the operation en
 TEST_CASE("without repetition, a missed cancellation leaves the attempt hanging") {
   // What the repetition guards against: the deadline fired once, was missed,
   // and nothing else would ever end the attempt.
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  std::deque<manual_timer> timers;
-  std::vector<coretry::duration> heard;
-  coretry::policy p;
-  p.max_attempts = 1;
-  p.overall_deadline = coretry::duration::max();
-  coretry::testing::scripted_random draws{};
-  auto options = idempotent_with(draws);
-  options.cancellation_repeat = coretry::duration::zero();
+  missed_cancellation t(1, coretry::duration::zero());
+  t.policy.overall_deadline = coretry::duration::max();
   bool completed = false;
-  coretry::async_retry<manual_timer>(io.get_executor(), p, options, deaf_to_first_signals(io, timers, 1, heard, runner),
+  coretry::async_retry<manual_timer>(t.io.get_executor(), t.policy, t.options, t.operation(),
                                      [&](std::exception_ptr, coretry::outcome<int>) { completed = true; });
-  runner.run_for(5s);
+  t.runner.run_for(5s);
   CHECK_FALSE(completed);
-  CHECK(heard.empty());
-  runner.run(); // the operation's own 10 s work ends it at last
+  CHECK(t.heard.empty());
+  t.runner.run(); // the operation's own 10 s work ends it at last
   CHECK(completed);
 }
 
 TEST_CASE("a caller's cancellation is repeated too, until the attempt ends") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  std::deque<manual_timer> timers;
-  std::vector<coretry::duration> heard;
-  coretry::policy p;
-  p.max_attempts = 1;
-  coretry::testing::scripted_random draws{};
-  auto options = idempotent_with(draws);
-  options.cancellation_repeat = 5ms;
+  missed_cancellation t(1, 5ms);
   asio::cancellation_signal cancel;
   std::optional<coretry::outcome<int>> result;
   coretry::duration at{};
-  coretry::async_retry<manual_timer>(io.get_executor(), p, options, deaf_to_first_signals(io, timers, 1, heard, runner),
+  coretry::async_retry<manual_timer>(t.io.get_executor(), t.policy, t.options, t.operation(),
                                      asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
                                                                                      coretry::outcome<int> r) {
-                                       at = runner.elapsed();
+                                       at = t.runner.elapsed();
                                        result = std::move(r);
                                      }));
-  manual_timer later(io.get_executor());
+  manual_timer later(t.io.get_executor());
   later.expires_after(40ms);
   later.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
-  runner.run();
-  REQUIRE(heard.size() == 1);
-  CHECK(heard[0] == ms(45));
+  t.runner.run();
+  REQUIRE(t.heard.size() == 1);
+  CHECK(t.heard[0] == ms(45));
   REQUIRE(result);
   CHECK(result->reason == stop_reason::cancelled);
   CHECK(at == ms(45));

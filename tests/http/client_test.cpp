@@ -240,46 +240,51 @@ TEST_CASE("connection refused is retried, even for a POST: it never reached a se
   CHECK(r.value->error == asio::error::connection_refused);
 }
 
-TEST_CASE("a stale pooled connection is detected before reuse") {
-  std::optional<server_thread> server(std::in_place);
+namespace {
+
+/// A client whose one pooled connection the server closed while it sat idle:
+/// the server restarted on the same port after the first request.
+struct stale_pool {
+  stale_pool() {
+    CHECK(h.send(beast_http::verb::get, url, h.with_policy()).succeeded());
+    CHECK(h.client.stats().idle == 1);
+    server.reset(); // closes the idle connection from the server's side
+    coretry::faults::fault_server_options again;
+    again.listen = "127.0.0.1:" + std::to_string(port);
+    server.emplace(again);
+  }
+
+  std::optional<server_thread> server{std::in_place};
   const unsigned short port = (*server)->port();
   harness h;
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/status/200";
-  CHECK(h.send(beast_http::verb::get, url, h.with_policy()).succeeded());
-  CHECK(h.client.stats().idle == 1);
-  server.reset(); // closes the idle connection from the server's side
-  coretry::faults::fault_server_options again;
-  again.listen = "127.0.0.1:" + std::to_string(port);
-  server.emplace(again);
+};
+
+} // namespace
+
+TEST_CASE("a stale pooled connection is detected before reuse") {
+  stale_pool t;
   // A non-idempotent POST: had the stale connection been used, its outcome
   // would be ambiguous. It is discarded instead, and the POST succeeds once.
-  const auto r = h.send(beast_http::verb::post, url, h.with_policy(), "{}");
+  const auto r = t.h.send(beast_http::verb::post, t.url, t.h.with_policy(), "{}");
   CHECK(r.reason == stop_reason::succeeded);
   CHECK(r.attempts == 1);
-  CHECK(h.client.stats().stale_discarded == 1);
-  CHECK((*server)->log().size() == 1);
+  CHECK(t.h.client.stats().stale_discarded == 1);
+  CHECK((*t.server)->log().size() == 1);
 }
 
 TEST_CASE("a GET on a connection the server closed goes again on a fresh one, within the attempt") {
-  std::optional<server_thread> server(std::in_place);
-  const unsigned short port = (*server)->port();
-  harness h;
-  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/status/200";
-  CHECK(h.send(beast_http::verb::get, url, h.with_policy()).succeeded());
-  server.reset();
-  coretry::faults::fault_server_options again;
-  again.listen = "127.0.0.1:" + std::to_string(port);
-  server.emplace(again);
+  stale_pool t;
   // Repeatable requests skip the check before reuse; the closed connection
   // shows itself when used, and costs neither an attempt nor a backoff.
-  const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+  const auto r = t.h.send(beast_http::verb::get, t.url, t.h.with_policy());
   CHECK(r.reason == stop_reason::succeeded);
   CHECK(r.attempts == 1);
   CHECK(r.total_backoff == coretry::duration::zero());
   CHECK_FALSE(r.value->reused_connection);
-  CHECK(h.client.stats().stale_discarded == 1);
-  CHECK(h.client.stats().connections_opened == 2);
-  CHECK((*server)->log().size() == 1);
+  CHECK(t.h.client.stats().stale_discarded == 1);
+  CHECK(t.h.client.stats().connections_opened == 2);
+  CHECK((*t.server)->log().size() == 1);
 }
 
 TEST_CASE("a POST that times out is not retried") {

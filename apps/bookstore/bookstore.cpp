@@ -159,18 +159,19 @@ public:
         out += "bookstore_responses_total{route=\"" + std::string{known_routes[r]} + "\",code=\"" +
                (known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"}) + "\"} " +
                std::to_string(responses_[r][c].load(relaxed)) + "\n";
-    out += "# HELP bookstore_deadline_rejections_total Requests answered 504 at once: too little of their deadline left.\n"
-           "# TYPE bookstore_deadline_rejections_total counter\n"
-           "bookstore_deadline_rejections_total " + std::to_string(deadline_rejections_.load(relaxed)) + "\n";
-    out += "# HELP bookstore_single_attempt_requests_total Requests served with one downstream attempt because a caller owns the retries.\n"
-           "# TYPE bookstore_single_attempt_requests_total counter\n"
-           "bookstore_single_attempt_requests_total " + std::to_string(single_attempt_.load(relaxed)) + "\n";
-    out += "# HELP bookstore_in_flight_requests Requests being handled.\n"
-           "# TYPE bookstore_in_flight_requests gauge\n"
-           "bookstore_in_flight_requests " + std::to_string(in_flight_.load(relaxed)) + "\n";
-    out += "# HELP bookstore_open_connections Client connections open.\n"
-           "# TYPE bookstore_open_connections gauge\n"
-           "bookstore_open_connections " + std::to_string(open_connections_.load(relaxed)) + "\n";
+    // A series without labels: its HELP and TYPE lines, then its one value.
+    auto scalar = [&out](std::string_view name, std::string_view type, std::string_view help, auto value) {
+      out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+      out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+      out.append(name).append(" ").append(std::to_string(value)).append("\n");
+    };
+    scalar("bookstore_deadline_rejections_total", "counter",
+           "Requests answered 504 at once: too little of their deadline left.", deadline_rejections_.load(relaxed));
+    scalar("bookstore_single_attempt_requests_total", "counter",
+           "Requests served with one downstream attempt because a caller owns the retries.",
+           single_attempt_.load(relaxed));
+    scalar("bookstore_in_flight_requests", "gauge", "Requests being handled.", in_flight_.load(relaxed));
+    scalar("bookstore_open_connections", "gauge", "Client connections open.", open_connections_.load(relaxed));
     return out;
   }
 

@@ -211,15 +211,14 @@ TEST_CASE("each attempt carries its number and the time until its own deadline")
   REQUIRE(get(port_of(store->base_url()), "/books/1").status == 503);
   const auto log = pricing->log();
   REQUIRE(log.size() == 3);
-  std::int64_t previous = 0;
+  // Each attempt's deadline is measured from its own start, so successive
+  // values need not decrease while the whole deadline is far away.
   for (std::size_t i = 0; i < log.size(); ++i) {
     CAPTURE(i);
     CHECK(field(log[i], "x-coretry-attempt") == std::to_string(i + 1));
     const auto sent = std::stoll(field(log[i], "x-coretry-deadline-ms").value());
     CHECK(sent <= 300); // the attempt limit, not the whole deadline
     CHECK(sent > 200);
-    if (i > 0) CHECK(sent <= previous);
-    previous = sent;
   }
   // Without coordination neither retry header goes out (the deadline still does).
   server_thread plain_pricing;

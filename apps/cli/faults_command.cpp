@@ -22,6 +22,10 @@ void write_file(const std::string& path, const std::string& content) {
   if (!file) throw std::runtime_error("cannot write '" + path + "'");
 }
 
+// A logged request holds its header fields: a few hundred bytes to a few
+// kilobytes each, so this caps the log near a gigabyte at worst.
+constexpr unsigned most_logged_requests = 1'000'000;
+
 } // namespace
 
 int run_faults(const faults_arguments& args) {
@@ -29,6 +33,7 @@ int run_faults(const faults_arguments& args) {
   coretry::faults::fault_server_options options;
   options.listen = args.listen;
   options.tls = args.tls;
+  if (args.log_limit) options.log_limit = parse_count("--log-limit", *args.log_limit, 0, most_logged_requests);
 
   boost::asio::io_context io{1};
   std::optional<coretry::faults::fault_server> server;

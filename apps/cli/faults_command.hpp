@@ -11,12 +11,13 @@ struct faults_arguments {
   std::string listen = "127.0.0.1:0";
   bool tls = false;
   std::optional<std::string> ca_out;
+  std::optional<std::string> log_limit; ///< requests kept for /_log, as typed
 };
 
 /// Serves until SIGINT or SIGTERM. Prints "listening on URL" as the first
 /// line of stdout (flushed) once it accepts connections, after writing the CA
 /// to --ca-out, so that whoever waits for that line can use both. Returns the
-/// exit status; throws usage_error for a bad --listen.
+/// exit status; throws usage_error for a bad --listen or --log-limit.
 int run_faults(const faults_arguments& args);
 
 } // namespace coretry::cli

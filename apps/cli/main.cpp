@@ -118,7 +118,8 @@ constexpr const char* faults_description =
     "  /status/CODE?OPTIONS       one scripted response\n"
     "  /seq/NAME?steps=S1,S2,...  the k-th request to NAME gets step k (the last repeats)\n"
     "  /echo                      the request as JSON\n"
-    "  /_log, /_reset             the request log as JSON; forget the log and sequences\n"
+    "  /_log, /_reset             the request log as JSON (the last --log-limit requests);\n"
+    "                             forget the log and sequences\n"
     "A step is [CODE] followed by ;OPTION, with options retry-after=V, retry-after-date=[+-]S,\n"
     "header=NAME:VALUE, body=TEXT, delay=MS, drip=N:MS, hang-after-headers, close, reset\n"
     "(percent-encode ',' ';' and spaces inside values).";
@@ -264,6 +265,8 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
   auto* tls = faults.add_flag("--tls", args.tls, "serve HTTPS with a freshly generated test CA");
   text_option(faults, "--ca-out", args.ca_out, "write that CA's certificate (PEM) to FILE", "FILE", "Options")
       ->needs(tls);
+  text_option(faults, "--log-limit", args.log_limit,
+              "requests /_log keeps, the most recent, 0 to\n1000000 (default 10000; 0 keeps none)", "N", "Options");
 }
 
 // CLI11's messages can span lines; the contract is one line.

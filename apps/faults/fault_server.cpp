@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <random>
@@ -147,7 +148,8 @@ char drip_byte(std::size_t index) { return static_cast<char>('a' + index % 26); 
 class fault_server::state : public std::enable_shared_from_this<state> {
 public:
   state(asio::io_context& io, fault_server_options options)
-      : strand_(asio::make_strand(io)), acceptor_(strand_), accept_retry_timer_(strand_) {
+      : strand_(asio::make_strand(io)), acceptor_(strand_), accept_retry_timer_(strand_),
+        log_limit_(options.log_limit) {
     const tcp::endpoint endpoint = parse_listen_address(options.listen);
     if (options.tls) {
       if (!options.pki) options.pki = generate_test_pki();
@@ -182,12 +184,18 @@ public:
 
   std::vector<logged_request> log() const {
     const std::lock_guard lock{mutex_};
-    return log_;
+    return {log_.begin(), log_.end()};
+  }
+
+  std::uint64_t log_dropped() const {
+    const std::lock_guard lock{mutex_};
+    return log_dropped_;
   }
 
   void clear() {
     const std::lock_guard lock{mutex_};
     log_.clear();
+    log_dropped_ = 0;
     sequence_positions_.clear();
   }
 
@@ -370,6 +378,11 @@ private:
                                                                                : to_std(field.value()));
     }
     const std::lock_guard lock{mutex_};
+    if (log_.size() == log_limit_) {
+      ++log_dropped_;
+      if (log_.empty()) return;
+      log_.pop_front();
+    }
     log_.push_back(std::move(entry));
   }
 
@@ -386,7 +399,7 @@ private:
                                       {"body_length", entry.body_length},
                                       {"connection", entry.connection}});
     }
-    return json::object{{"requests", std::move(requests)}};
+    return json::object{{"requests", std::move(requests)}, {"dropped", log_dropped()}};
   }
 
   // Waits unless the server stops meanwhile; returns whether to go on.
@@ -476,8 +489,10 @@ private:
   std::map<std::uint64_t, live_connection> connections_;
   std::mt19937 random_{std::random_device{}()}; // for percent=P
 
+  const std::size_t log_limit_;
   mutable std::mutex mutex_;
-  std::vector<logged_request> log_;                                     // guarded by mutex_
+  std::deque<logged_request> log_;                                      // guarded by mutex_
+  std::uint64_t log_dropped_ = 0;                                       // guarded by mutex_
   std::map<std::string, std::size_t, std::less<>> sequence_positions_; // guarded by mutex_
 };
 
@@ -501,6 +516,8 @@ void fault_server::stop() {
 std::size_t fault_server::open_connections() const { return state_->open_connections_.load(); }
 
 std::vector<logged_request> fault_server::log() const { return state_->log(); }
+
+std::uint64_t fault_server::log_dropped() const { return state_->log_dropped(); }
 
 void fault_server::clear() { state_->clear(); }
 

@@ -23,6 +23,7 @@
 //   /seq/{name}?steps=...      the k-th request to {name} gets the k-th step
 //   /echo                      the request's method, target, headers and body as JSON
 //   /_log                      the request log as JSON (not itself logged)
+//                              with the count of requests it no longer holds
 //   /_reset                    forgets all sequences and the log (not logged)
 //
 // Anything else, and any script it cannot follow, gets a 400 whose plain-text
@@ -37,6 +38,9 @@ struct fault_server_options {
   /// With tls, the certificate and key to serve and the CA to publish;
   /// generate_test_pki() with default options (localhost, 127.0.0.1) if empty.
   std::optional<test_pki> pki;
+  /// How many requests the log keeps: the most recent ones, so that a server
+  /// under a long load test does not grow without bound. 0 keeps none.
+  std::size_t log_limit = 10000;
 };
 
 struct logged_request {
@@ -81,8 +85,11 @@ public:
   /// Connections accepted and not yet closed.
   std::size_t open_connections() const;
 
-  /// Every request so far except those to /_log and /_reset, oldest first.
+  /// The most recent requests (at most fault_server_options::log_limit),
+  /// except those to /_log and /_reset, oldest first.
   std::vector<logged_request> log() const;
+  /// How many requests fell out of the log because it was full.
+  std::uint64_t log_dropped() const;
   /// Forgets the log and all sequence positions, like a request to /_reset.
   void clear();
 

@@ -101,6 +101,14 @@ TEST_CASE("cli: bad input: the other subcommands") {
   REQUIRE(r.err_lines().size() == 1);
   CHECK(r.err_lines()[0].find("--tls") != std::string::npos);
 
+  for (const char* limit : {"-1", "lots", "1.5"}) {
+    CAPTURE(limit);
+    r = run({"faults", "--log-limit", limit});
+    CHECK(r.status == 2);
+    REQUIRE(r.err_lines().size() == 1);
+    CHECK(r.err_lines()[0].find("--log-limit") != std::string::npos);
+  }
+
   r = run({"nonsense"});
   CHECK(r.status == 2);
   CHECK(r.err_lines().size() == 1);

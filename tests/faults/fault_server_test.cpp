@@ -270,6 +270,33 @@ TEST_CASE("/_reset forgets sequences and the log") {
   CHECK(client.get(target).response.result_int() == 500);
 }
 
+TEST_CASE("the log keeps the most recent requests up to its limit and counts the rest") {
+  coretry::faults::fault_server_options options;
+  options.log_limit = 3;
+  running_server server{options};
+  test_client client{server->port()};
+  for (int code = 201; code <= 205; ++code)
+    CHECK(client.get("/status/" + std::to_string(code)).response.result_int() == code);
+  const auto log = server->log();
+  REQUIRE(log.size() == 3);
+  CHECK(log[0].target == "/status/203");
+  CHECK(log[2].target == "/status/205");
+  CHECK(server->log_dropped() == 2);
+  const auto listed = json::parse(client.get("/_log").response.body()).as_object();
+  CHECK(listed.at("requests").as_array().size() == 3);
+  CHECK(listed.at("dropped") == 2);
+
+  server->clear();
+  CHECK(server->log_dropped() == 0);
+
+  options.log_limit = 0; // no log at all
+  running_server silent{options};
+  test_client silent_client{silent->port()};
+  CHECK(silent_client.get("/status/200").response.result_int() == 200);
+  CHECK(silent->log().empty());
+  CHECK(silent->log_dropped() == 1);
+}
+
 TEST_CASE("/echo returns what the client sent") {
   running_server server;
   test_client client{server->port()};

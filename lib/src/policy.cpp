@@ -28,8 +28,8 @@ std::optional<std::string> policy::validate() const {
   if (completion_reserve < duration::zero()) return "completion_reserve must not be negative";
   if (min_attempt_allowance > attempt_limit)
     return "min_attempt_allowance is larger than attempt_limit: no attempt could ever start";
-  if (overall_deadline != duration::max() &&
-      completion_reserve + min_attempt_allowance > overall_deadline)
+  // Compared by subtraction: the sum of two huge values would overflow.
+  if (overall_deadline != duration::max() && completion_reserve > overall_deadline - min_attempt_allowance)
     return "completion_reserve plus min_attempt_allowance exceed overall_deadline: no attempt could ever start";
   if (backoff.initial_window < duration::zero()) return "backoff initial_window must not be negative";
   if (!std::isfinite(backoff.multiplier) || backoff.multiplier < 1.0)

@@ -2,11 +2,14 @@
 
 #include "test_support.hpp"
 
+#include <boost/asio/append.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -22,6 +25,14 @@ using coretry::stop_reason;
 using coretry::wait_source;
 
 namespace {
+
+/// An attempt operation started by `initiation(handler)`, completing with
+/// (error_code, int): for operations that complete or fail at once.
+template <class Initiation>
+auto deferred_attempt(Initiation initiation) {
+  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(std::move(initiation),
+                                                                                          asio::deferred);
+}
 
 coretry::retry_options idempotent_with(coretry::random_source& random) {
   coretry::retry_options o;
@@ -648,6 +659,106 @@ TEST_CASE("completion token: callback, and no completion inside the initiating c
   CHECK_FALSE(called);
   runner.run();
   CHECK(called);
+}
+
+TEST_CASE("an attempt that completes inside its own start is still heard from the executor") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  int calls = 0;
+  auto at_once = [&](context) {
+    ++calls;
+    return deferred_attempt([](auto handler) { std::move(handler)(boost::system::error_code{}, 200); });
+  };
+  int completions = 0;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), at_once, status_classifier{},
+                                     [&](std::exception_ptr e, coretry::outcome<int> r) {
+                                       CHECK_FALSE(e);
+                                       CHECK(r.value == 200);
+                                       ++completions;
+                                     });
+  CHECK(completions == 0);
+  runner.run();
+  CHECK(completions == 1);
+  CHECK(calls == 1);
+  CHECK(runner.elapsed() == coretry::duration::zero());
+}
+
+TEST_CASE("an operation whose start throws is reported once, never inside the initiating call") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+  int calls = 0;
+  auto throws_on_start = [&](context) {
+    ++calls;
+    return deferred_attempt([](auto) { throw std::logic_error("cannot start"); });
+  };
+  int completions = 0;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), throws_on_start,
+                                     status_classifier{}, [&](std::exception_ptr e, coretry::outcome<int> r) {
+                                       ++completions;
+                                       REQUIRE(e);
+                                       CHECK_THROWS_WITH_AS(std::rethrow_exception(e), "cannot start",
+                                                            std::logic_error);
+                                       CHECK(r.attempts == 1);
+                                     });
+  CHECK(completions == 0);
+  runner.run();
+  CHECK(completions == 1);
+  CHECK(calls == 1); // a programming error is not retried
+}
+
+TEST_CASE("the first attempt starts on the operation's strand, not on the calling thread") {
+  // Real threads: where the attempt starts is asserted, not when.
+  asio::io_context io(2);
+  auto guard = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) threads.emplace_back([&] { io.run(); });
+  coretry::policy p;
+  coretry::retry_options options;
+  options.safety = coretry::repeat_safety::idempotent;
+  constexpr int operations = 200;
+  std::atomic<int> started_on_caller{0};
+  std::atomic<int> completions{0};
+  const auto caller = std::this_thread::get_id();
+  for (int i = 0; i < operations; ++i) {
+    // The io_context's own executor on two threads: the operation makes a strand.
+    coretry::async_retry(
+        io.get_executor(), p, options,
+        [&](coretry::attempt_context<std::chrono::steady_clock>) {
+          if (std::this_thread::get_id() == caller) started_on_caller.fetch_add(1);
+          // Completes as soon as the strand runs it, while its starter may still be busy.
+          return deferred_attempt([&io](auto handler) {
+            auto ex = asio::get_associated_executor(handler, io.get_executor());
+            asio::post(ex, asio::append(std::move(handler), boost::system::error_code{}, 1));
+          });
+        },
+        coretry::default_classifier{}, [&](std::exception_ptr e, coretry::outcome<int> r) {
+          CHECK_FALSE(e);
+          CHECK(r.succeeded());
+          completions.fetch_add(1);
+        });
+  }
+  guard.reset();
+  for (auto& t : threads) t.join();
+  CHECK(started_on_caller.load() == 0);
+  CHECK(completions.load() == operations);
+}
+
+TEST_CASE("no attempt limit under no deadline: the attempt's deadline saturates, it does not wrap") {
+  coretry::policy p;
+  p.overall_deadline = coretry::duration::max();
+  p.attempt_limit = coretry::duration::max();
+  coretry::testing::scripted_random draws{};
+  fake_dependency dependency{{{1h}}};
+  auto [result, at] = run_retry(p, idempotent_with(draws), dependency.factory(), status_classifier{});
+  CHECK(result.reason == stop_reason::succeeded);
+  CHECK(result.attempts == 1);
+  CHECK(at == 1h);
+  REQUIRE(result.records.size() == 1);
+  CHECK(result.records[0].allowance == coretry::duration::max());
 }
 
 TEST_CASE("an invalid policy is refused before anything starts, naming the problem") {

@@ -255,6 +255,8 @@ TEST_CASE("core: invalid policies are refused with a message naming the field") 
   refused([](auto& p) { p.attempt_limit = 0ms; }, "attempt_limit");
   refused([](auto& p) { p.min_attempt_allowance = 300ms; }, "min_attempt_allowance");
   refused([](auto& p) { p.completion_reserve = 950ms; }, "completion_reserve");
+  // A reserve so large that adding it to the allowance would wrap negative.
+  refused([](auto& p) { p.completion_reserve = duration::max(); }, "completion_reserve");
   refused([](auto& p) { p.backoff.multiplier = 0.5; }, "multiplier");
   refused([](auto& p) { p.backoff.max_window = 1ms; }, "max_window");
   refused([](auto& p) { p.server_delay_spread = -1ms; }, "server_delay_spread");

@@ -22,13 +22,23 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/recycling_allocator.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
 namespace coretry::detail {
+
+/// `at + d`, or the clock's last instant when that would overflow (an
+/// attempt without a limit of its own under an operation without a deadline).
+template <class TimePoint, class Duration>
+TimePoint saturating_instant(TimePoint at, Duration d) {
+  if (d >= std::chrono::duration_cast<Duration>(TimePoint::max() - at)) return TimePoint::max();
+  return at + std::chrono::duration_cast<typename TimePoint::duration>(d);
+}
 
 template <class T>
 struct attempt_completion {
@@ -83,24 +93,34 @@ private:
         signal_.slot(), boost::asio::bind_executor(ex, [this](auto first, auto&&... rest) {
           on_operation(to_completion(std::move(first), std::forward<decltype(rest)>(rest)...));
         }));
+    std::exception_ptr thrown_after_completing;
     try {
       if constexpr (is_awaitable_v<std::decay_t<Op>>)
         boost::asio::co_spawn(ex, std::forward<Op>(op), std::move(on_done));
       else
         std::forward<Op>(op)(std::move(on_done));
     } catch (...) {
-      // Starting the operation threw: nothing runs, nothing to wait for.
-      result_.exception = std::current_exception();
-      op_done_ = true;
-      complete();
+      if (op_done_) {
+        // The operation completed, then threw: its result stands, and the
+        // exception goes on as any handler's would, once this is settled.
+        thrown_after_completing = std::current_exception();
+      } else {
+        // Starting the operation threw: nothing runs, nothing to wait for.
+        result_.exception = std::current_exception();
+        op_done_ = true;
+      }
     }
-    // An operation that completed inside the initiating call (or threw) needs
-    // no deadline; its handler may already be using the timer again.
-    if (!op_done_) {
+    launching_ = false;
+    if (op_done_) {
+      // Completed (or threw) inside its initiating call: the caller hears of
+      // it from the executor, never inside this call, and no deadline is set.
+      boost::asio::post(ex, [this] { complete(); });
+    } else {
       timer_.expires_at(deadline);
       wait(ex);
     }
     release(); // launch's own reference
+    if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
   }
 
   // One wait of the timer: first for the deadline, then for each repeat of
@@ -154,6 +174,7 @@ private:
   void on_operation(attempt_completion<T>&& c) {
     op_done_ = true;
     result_ = std::move(c);
+    if (launching_) return; // launch completes it
     // A result that arrives after the deadline fired is a timeout: success
     // means complete within the attempt's allowance.
     if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
@@ -184,6 +205,7 @@ private:
   allocator_type alloc_;
   attempt_completion<T> result_;
   int references_ = 2; // launch and the operation's completion, plus one per pending timer wait
+  bool launching_ = true; ///< inside launch, starting the operation
   bool op_done_ = false;
   bool cancelled_ = false; ///< terminal cancellation was sent at least once
   bool timed_out_ = false;

@@ -12,6 +12,7 @@
 #include <boost/asio/compose.hpp>
 #include <boost/asio/detail/concurrency_hint.hpp>
 #include <boost/asio/detail/scheduler.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -79,6 +80,7 @@ typename Timer::time_point timer_now(const Timer& timer) {
 
 struct stopped_before_start {};
 struct factory_threw {};
+struct first_attempt {};
 
 template <class Timer, class Strand, class Factory, class Classifier, class T>
 class retry_operation {
@@ -105,6 +107,7 @@ class retry_operation {
     wait_source next_wait_source = wait_source::none;
     std::exception_ptr pending_exception;
     duration decided_at{}; ///< when the core last decided, from the start
+    duration first_allowance{}; ///< what begin() granted, for the first attempt
   };
 
 public:
@@ -116,8 +119,10 @@ public:
 
   explicit retry_operation(std::unique_ptr<state> s) : st_(std::move(s)) {}
 
-  // Initiation. The first attempt starts here, as any Asio operation starts
-  // its work; its completion, like every later step, runs on the strand.
+  // Initiation. The clock starts here; the first attempt starts on the
+  // strand (at once when the caller already runs there). Started from any
+  // other thread, its completion could run on the strand while this call
+  // was still setting up its deadline.
   template <class Self>
   void operator()(Self& self) {
     self.reset_cancellation_state(boost::asio::enable_partial_cancellation());
@@ -126,9 +131,18 @@ public:
     if (first.what == decision::action::stop) {
       // Never complete inside the initiating call: finish from the strand.
       st_->result.reason = first.reason;
-      return boost::asio::post(st_->strand, boost::asio::append(std::move(self), stopped_before_start{}));
+      const Strand strand = st_->strand;
+      return boost::asio::post(strand, boost::asio::append(std::move(self), stopped_before_start{}));
     }
-    act(self, first);
+    st_->first_allowance = first.allowance;
+    // Copied first: moving `self` moves this operation, and st_ with it.
+    const Strand strand = st_->strand;
+    boost::asio::dispatch(boost::asio::bind_executor(strand, boost::asio::append(std::move(self), first_attempt{})));
+  }
+
+  template <class Self>
+  void operator()(Self& self, first_attempt) {
+    start_attempt(self, st_->first_allowance);
   }
 
   // The attempt factory threw (a programming error): it propagates.
@@ -198,7 +212,7 @@ private:
     // core granted is measured from there: an attempt never runs past
     // min(attempt limit, deadline - reserve), however late this code runs.
     const duration at = s.decided_at;
-    const auto now = s.start + std::chrono::duration_cast<typename clock::duration>(at);
+    const auto now = saturating_instant(s.start, at);
     attempt_record& record = s.result.records.emplace_back();
     record.number = s.core.attempts();
     record.wait_before = s.next_wait;
@@ -210,7 +224,7 @@ private:
 
     const duration deadline = s.core.policy().overall_deadline;
     const attempt_context<clock> context{
-        record.number, now + std::chrono::duration_cast<typename clock::duration>(allowance), allowance,
+        record.number, saturating_instant(now, allowance), allowance,
         deadline == duration::max() ? duration::max() : deadline - at};
     std::optional<decltype(s.factory(context))> op;
     try {

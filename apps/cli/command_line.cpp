@@ -1,8 +1,5 @@
 #include "cli/command_line.hpp"
 
-#include <boost/url/parse.hpp>
-#include <boost/url/url.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -35,15 +32,6 @@ bool is_plain_decimal(std::string_view text) {
     else return false;
   }
   return digit_seen;
-}
-
-// Query parameters whose values are credentials often enough to hide.
-bool is_sensitive_parameter(std::string_view name) {
-  const std::string lowered = lowercase(name);
-  for (const std::string_view word : {"key", "token", "secret", "password", "passwd", "signature", "sig", "auth",
-                                      "session", "credential"})
-    if (lowered.find(word) != std::string::npos) return true;
-  return false;
 }
 
 } // namespace
@@ -109,27 +97,6 @@ header_field parse_header(std::string_view text, std::size_t position) {
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
   return {std::string{name}, std::string{value}};
-}
-
-std::string redact_url(std::string_view text) {
-  auto parsed = boost::urls::parse_uri_reference(text);
-  if (!parsed) {
-    // Still shown, for the error that names it, without what could be a
-    // password (before an '@') or a key (in the query).
-    std::string shown{text.substr(0, text.find_first_of("?#"))};
-    if (const auto at = shown.rfind('@'); at != std::string::npos) shown = "REDACTED" + shown.substr(at);
-    return shown;
-  }
-  boost::urls::url url{*parsed};
-  if (url.has_userinfo()) url.set_userinfo("REDACTED");
-  if (url.has_query()) {
-    auto params = url.params();
-    for (auto it = params.begin(); it != params.end(); ++it) {
-      const auto param = *it;
-      if (param.has_value && is_sensitive_parameter(param.key)) it = params.replace(it, {param.key, "REDACTED"});
-    }
-  }
-  return std::string{url.buffer()};
 }
 
 std::string percent_encode(std::string_view text) {

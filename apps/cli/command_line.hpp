@@ -45,10 +45,7 @@ struct header_field {
 header_field parse_header(std::string_view text, std::size_t position);
 
 using coretry::http::is_sensitive_header;
-
-/// The URL with any user:password and the values of credential-like query
-/// parameters (key, token, ...) replaced, for logs and errors.
-std::string redact_url(std::string_view url);
+using coretry::http::redact_url;
 
 /// Percent-encodes everything but RFC 3986's unreserved characters, so that a
 /// value can sit anywhere in a query, fault-server scripts included.

@@ -464,6 +464,55 @@ TEST_CASE("bad input is refused before anything is sent") {
   absurd.policy.max_attempts = 0;
   CHECK_THROWS_WITH_AS(h.client.async_send("http://localhost/books", req, absurd, ignore),
                        doctest::Contains("max_attempts"), std::invalid_argument);
+
+  // A target that would carry more than a target on the request line.
+  for (const char* target : {"/books HTTP/1.1\r\nX-Injected: yes", "/books\n", "/two words", "/tab\there"}) {
+    CAPTURE(target);
+    coretry::http::request split(beast_http::verb::get, target, 11);
+    CHECK_THROWS_WITH_AS(h.client.async_send("http://localhost/books", split, {}, ignore),
+                         doctest::Contains("request target"), std::invalid_argument);
+  }
+
+  // The message names a malformed URL without the credentials in it.
+  try {
+    h.client.async_send("http://user:pa55word@local host/books?api_key=k3y", req, {}, ignore);
+    FAIL("a URL with a space was accepted");
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    CHECK(message.find("absolute URL") != std::string::npos);
+    CHECK(message.find("pa55word") == std::string::npos);
+    CHECK(message.find("k3y") == std::string::npos);
+  }
+}
+
+TEST_CASE("client options that make no sense are refused when the client is made") {
+  asio::io_context io;
+  const auto refused = [&](coretry::http::client_options o, const char* named) {
+    CAPTURE(named);
+    CHECK_THROWS_WITH_AS(coretry::http::client(io.get_executor(), o), doctest::Contains(named), std::invalid_argument);
+  };
+  coretry::http::client_options o;
+  o.connect_timeout = -1ms;
+  refused(o, "connect_timeout");
+  o = {};
+  o.idle_timeout = -1ms;
+  refused(o, "idle_timeout");
+  o = {};
+  o.pool_idle_timeout = -1s;
+  refused(o, "pool_idle_timeout");
+  o = {};
+  o.max_connections_per_origin = 0;
+  refused(o, "max_connections_per_origin");
+  o = {};
+  o.header_limit = 0;
+  refused(o, "header_limit");
+  // Huge limits are allowed: they saturate, they do not wrap.
+  o = {};
+  o.connect_timeout = coretry::duration::max();
+  o.idle_timeout = coretry::duration::max();
+  server_thread server;
+  harness h{o};
+  CHECK(h.send(beast_http::verb::get, server->base_url() + "/status/200", h.with_policy()).succeeded());
 }
 
 namespace {
@@ -473,9 +522,11 @@ namespace {
 /// in one write).
 class canned_server {
 public:
-  explicit canned_server(std::vector<std::string> answers)
+  /// With `close_after`, the server ends the connection once it has
+  /// answered, as a body delimited by the connection's end needs.
+  explicit canned_server(std::vector<std::string> answers, bool close_after = false)
       : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}), answers_(std::move(answers)) {
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, close_after] {
       boost::system::error_code ec;
       asio::ip::tcp::socket socket(io_);
       acceptor_.accept(socket, ec);
@@ -492,6 +543,7 @@ public:
         if (ec) return;
         ++answered;
       }
+      if (close_after) socket.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
       char rest[64];
       socket.read_some(asio::buffer(rest), ec); // until the client closes
     });
@@ -534,6 +586,34 @@ TEST_CASE("a connection with bytes beyond the response is closed, not pooled") {
   const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
   REQUIRE(r.succeeded());
   CHECK(r.value->res->body() == "ok");
+  CHECK(h.client.stats().idle == 0);
+  CHECK(h.client.stats().open == 0);
+}
+
+TEST_CASE("a body that ends with the connection is read whole, and the connection is not pooled") {
+  canned_server server({"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end"}, true);
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
+  REQUIRE(r.succeeded());
+  CHECK(r.value->res->body() == "until the end");
+  CHECK(h.client.stats().idle == 0);
+  CHECK(h.client.stats().open == 0);
+}
+
+TEST_CASE("a request that asks to close its connection does not leave it in the pool") {
+  canned_server server({"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"});
+  harness h;
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  req.set(beast_http::field::connection, "close");
+  std::optional<coretry::http::result> result;
+  h.client.async_send(server.url() + "/x", std::move(req), h.with_policy(),
+                      [&](std::exception_ptr e, coretry::http::result r) {
+                        REQUIRE_FALSE(e);
+                        result = std::move(r);
+                      });
+  h.io.run();
+  REQUIRE(result);
+  REQUIRE(result->succeeded());
   CHECK(h.client.stats().idle == 0);
   CHECK(h.client.stats().open == 0);
 }

@@ -1,6 +1,7 @@
 #include <coretry/http/client.hpp>
 
 #include <coretry/detail/attempt_runner.hpp>
+#include <coretry/http/redact.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/append.hpp>
@@ -26,6 +27,7 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -61,6 +63,14 @@ std::optional<std::string> invalid_header(const request& req) {
         field.name_string().find_first_of("\r\n: ") != std::string_view::npos)
       return std::string(field.name_string());
   return std::nullopt;
+}
+
+/// Whether the request target would break the request line: a space, CR, LF
+/// or another control character would let it carry more than a target.
+bool invalid_target(const request& req) {
+  const std::string_view target = req.target();
+  return std::any_of(target.begin(), target.end(),
+                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; });
 }
 
 struct prepared_request {
@@ -302,9 +312,19 @@ lease::~lease() {
   if (pool_) pool_->give_back(key_, std::move(conn_), reusable_);
 }
 
+client_options checked(client_options o) {
+  const auto refuse = [](const char* problem) { throw std::invalid_argument(std::string("coretry::http: ") + problem); };
+  if (o.connect_timeout < duration::zero()) refuse("connect_timeout must not be negative (zero: none of its own)");
+  if (o.idle_timeout < duration::zero()) refuse("idle_timeout must not be negative (zero: none)");
+  if (o.pool_idle_timeout < duration::zero()) refuse("pool_idle_timeout must not be negative");
+  if (o.max_connections_per_origin == 0) refuse("max_connections_per_origin must be at least 1");
+  if (o.header_limit == 0) refuse("header_limit must be at least 1 byte");
+  return o;
+}
+
 struct client_state {
   client_state(asio::any_io_executor ex, client_options o)
-      : executor(std::move(ex)), options(std::move(o)),
+      : executor(std::move(ex)), options(checked(std::move(o))),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout) {
     if (!options.ca_file.empty()) {
       // A client given a CA file speaks HTTPS: its TLS context is made now,
@@ -424,7 +444,7 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
                                           void(coretry::detail::attempt_completion<T>)>(
       [&timer, limit](auto handler, asio::awaitable<T> inner) {
         auto ex = asio::get_associated_executor(handler, timer.get_executor());
-        coretry::detail::run_attempt<T>(timer, asio::steady_timer::clock_type::now() + limit,
+        coretry::detail::run_attempt<T>(timer, coretry::detail::saturating_instant(asio::steady_timer::clock_type::now(), limit),
                                         coretry::default_cancellation_repeat, ex, std::move(inner),
                                         std::move(handler));
       },
@@ -521,6 +541,10 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
     }
     const unsigned status = parser.get().result_int();
     if (status >= 100 && status < 200 && status != 101) continue;
+    // The parser knows what the message alone does not: a body that ended
+    // with the connection. A request that asked to close, and a connection
+    // switched to another protocol, are not reused either.
+    keep_alive = parser.keep_alive() && req.keep_alive() && status != 101;
     x.res.emplace(parser.release());
     break;
   }
@@ -528,7 +552,7 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
   x.reached = stage::complete;
   // Bytes beyond the response (a server that sent more than it announced)
   // would be read as the next request's answer: such a connection is closed.
-  keep_alive = x.res->keep_alive() && conn.buffer.size() == 0;
+  keep_alive = keep_alive && conn.buffer.size() == 0;
 }
 
 } // namespace detail
@@ -544,7 +568,7 @@ void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
   auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + std::string(url));
+  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + redact_url(url));
   const auto scheme = parsed->scheme_id();
   if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
     throw std::invalid_argument("coretry::http: URL scheme must be http or https, not '" +
@@ -562,6 +586,8 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
 
   if (auto bad = detail::invalid_header(req))
     throw std::invalid_argument("coretry::http: header '" + *bad + "' contains CR, LF or an invalid character");
+  if (detail::invalid_target(req))
+    throw std::invalid_argument("coretry::http: the request target contains a space, CR, LF or control character");
   if (req.target().empty()) {
     std::string target(parsed->encoded_path());
     if (target.empty()) target = "/";
@@ -629,6 +655,10 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
     prepared->decorate(*per_attempt, context);
     if (auto bad = invalid_header(*per_attempt)) {
       x.problem = "the request decorator set header '" + *bad + "' with CR, LF or an invalid character";
+      co_return;
+    }
+    if (invalid_target(*per_attempt)) {
+      x.problem = "the request decorator set a request target with a space, CR, LF or control character";
       co_return;
     }
     req = &*per_attempt;

@@ -102,6 +102,9 @@ struct prepared_request;
 /// connections are sockets of that context.
 class client {
 public:
+  /// Throws std::invalid_argument naming the problem for options that make
+  /// no sense (a negative timeout, no connection per origin, an unreadable
+  /// CA file).
   explicit client(boost::asio::any_io_executor ex, client_options options = {});
   ~client();
   client(const client&) = delete;

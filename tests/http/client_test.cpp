@@ -618,6 +618,41 @@ TEST_CASE("a request that asks to close its connection does not leave it in the 
   CHECK(h.client.stats().open == 0);
 }
 
+TEST_CASE("idle connections past the pool's idle timeout are closed whatever their origin") {
+  server_thread first;
+  server_thread second;
+  coretry::http::client_options options;
+  options.pool_idle_timeout = coretry::duration::zero(); // every idle connection expires at once
+  harness h{options};
+  REQUIRE(h.send(beast_http::verb::get, first->base_url() + "/status/200", h.with_policy()).succeeded());
+  CHECK(h.client.stats().idle == 1); // just given back: not yet past the limit
+  REQUIRE(h.send(beast_http::verb::get, second->base_url() + "/status/200", h.with_policy()).succeeded());
+  // The first origin's connection is closed although nothing asked for it again.
+  CHECK(h.client.stats().idle == 1);
+  CHECK(h.client.stats().open == 1);
+}
+
+TEST_CASE("an IPv6 address needs no lookup and is its own Host") {
+  coretry::faults::fault_server_options options;
+  options.listen = "[::1]:0";
+  std::optional<server_thread> server;
+  try {
+    server.emplace(options);
+  } catch (const boost::system::system_error& e) {
+    MESSAGE("no IPv6 loopback here (" << e.what() << "): nothing to test");
+    return;
+  }
+  harness h;
+  const std::string url = "http://[::1]:" + std::to_string((*server)->port()) + "/status/200";
+  REQUIRE(h.send(beast_http::verb::get, url, h.with_policy()).succeeded());
+  const auto log = (*server)->log();
+  REQUIRE(log.size() == 1);
+  bool host_seen = false;
+  for (const auto& [name, value] : log[0].fields)
+    if (name == "Host") host_seen = value == "[::1]:" + std::to_string((*server)->port());
+  CHECK(host_seen);
+}
+
 TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
   server_thread server;
   harness h;

@@ -28,6 +28,7 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -198,8 +199,9 @@ public:
       std::lock_guard lock(mutex_);
       per_origin& o = origins_[key];
       --o.leased;
+      const auto now = std::chrono::steady_clock::now();
       if (conn && reusable) {
-        conn->idle_since = std::chrono::steady_clock::now();
+        conn->idle_since = now;
         o.idle.push_back(std::move(conn));
       } else if (conn) {
         conn->close();
@@ -208,6 +210,7 @@ public:
         woken = std::move(o.waiters.front());
         o.waiters.pop_front();
       }
+      close_expired(now);
     }
     if (woken) wake(std::move(woken), {});
   }
@@ -260,6 +263,25 @@ private:
     std::deque<std::unique_ptr<waiter>> waiters;
   };
 
+  /// At most once per idle timeout, closes the idle connections that are
+  /// past it, whatever their origin, and forgets origins left with nothing:
+  /// a client that talks to many hosts once each would otherwise keep their
+  /// sockets (and the server's half-closed ends) forever. Called with the
+  /// mutex held.
+  void close_expired(std::chrono::steady_clock::time_point now) {
+    if (now < next_expiry_sweep_) return;
+    next_expiry_sweep_ = coretry::detail::saturating_instant(now, idle_timeout_);
+    for (auto it = origins_.begin(); it != origins_.end();) {
+      std::erase_if(it->second.idle, [&](const std::unique_ptr<connection>& conn) {
+        if (now - conn->idle_since <= idle_timeout_) return false;
+        conn->close();
+        return true;
+      });
+      const per_origin& o = it->second;
+      it = o.idle.empty() && o.leased == 0 && o.waiters.empty() ? origins_.erase(it) : std::next(it);
+    }
+  }
+
   void add_waiter(const std::string& key, asio::any_completion_handler<void(error_code)> handler) {
     // The waiter's cancellation slot belongs to its own operation's strand: it
     // is assigned here, from that strand, and never touched from another
@@ -306,6 +328,7 @@ private:
   std::uint64_t opened_ = 0;
   std::uint64_t stale_discarded_ = 0;
   std::uint64_t next_waiter_id_ = 1;
+  std::chrono::steady_clock::time_point next_expiry_sweep_{};
 };
 
 lease::~lease() {
@@ -398,23 +421,45 @@ bool is_ip_literal(const std::string& host) {
   return !ec;
 }
 
+/// The endpoint of an origin whose host is an IP address, if it is one.
+std::optional<tcp::endpoint> literal_endpoint(const origin& where) {
+  error_code ec;
+  const auto address = asio::ip::make_address(where.host, ec);
+  if (ec) return std::nullopt;
+  unsigned port = 0;
+  const char* const end = where.port.data() + where.port.size();
+  const auto [stop, problem] = std::from_chars(where.port.data(), end, port);
+  if (problem != std::errc{} || stop != end || port > 65535) return std::nullopt; // the resolver will say why
+  return tcp::endpoint(address, static_cast<unsigned short>(port));
+}
+
 /// Resolve, connect and (for https) handshake: everything before the request
 /// is written, so a failure here provably never reached the server.
 asio::awaitable<error_code> establish(client_state& state, const origin& where, lease& held, exchange& x) {
   auto ex = co_await asio::this_coro::executor;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
-  x.reached = stage::resolving;
-  if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
-  tcp::resolver resolver(ex);
-  auto [resolve_ec, endpoints] =
-      co_await async_resolve_cancellable(resolver, where.host, where.port, asio::as_tuple(asio::use_awaitable));
-  if (resolve_ec) co_return resolve_ec;
-
-  x.reached = stage::connecting;
-  if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   tcp::socket socket(ex);
-  auto [connect_ec, endpoint] = co_await asio::async_connect(socket, endpoints, asio::as_tuple(asio::use_awaitable));
-  if (connect_ec) co_return connect_ec;
+  if (const auto address = literal_endpoint(where)) {
+    // An address needs no lookup. Asio 1.81 runs lookups one at a time on a
+    // background thread, where cancellation cannot reach a getaddrinfo
+    // already running: a slow DNS server would hold this attempt up too.
+    x.reached = stage::connecting;
+    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+    auto [connect_ec] = co_await socket.async_connect(*address, asio::as_tuple(asio::use_awaitable));
+    if (connect_ec) co_return connect_ec;
+  } else {
+    x.reached = stage::resolving;
+    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+    tcp::resolver resolver(ex);
+    auto [resolve_ec, endpoints] =
+        co_await async_resolve_cancellable(resolver, where.host, where.port, asio::as_tuple(asio::use_awaitable));
+    if (resolve_ec) co_return resolve_ec;
+
+    x.reached = stage::connecting;
+    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+    auto [connect_ec, endpoint] = co_await asio::async_connect(socket, endpoints, asio::as_tuple(asio::use_awaitable));
+    if (connect_ec) co_return connect_ec;
+  }
   socket.set_option(tcp::no_delay(true));
   state.pool.note_opened();
   if (!where.tls) {

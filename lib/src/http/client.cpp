@@ -389,21 +389,46 @@ private:
   std::optional<ssl::context> tls_;
 };
 
-/// Resolves with per-operation cancellation, which Asio 1.81's resolver lacks:
-/// a cancellation request cancels the resolver itself.
+/// Resolves, and on cancellation completes at once with operation_aborted.
+/// Asio 1.81's resolver has no per-operation cancellation, and cancelling it
+/// cannot stop a getaddrinfo already running on its background thread (a DNS
+/// server that does not answer holds it for its whole timeout): the lookup is
+/// abandoned instead, and its late result dropped.
 template <class Token>
-auto async_resolve_cancellable(tcp::resolver& resolver, const std::string& host, const std::string& port,
+auto async_resolve_abandonable(const asio::any_io_executor& ex, const std::string& host, const std::string& port,
                                Token&& token) {
   return asio::async_initiate<Token, void(error_code, tcp::resolver::results_type)>(
-      [&resolver, &host, &port](auto handler) {
+      [&ex, &host, &port](auto handler) {
+        using handler_type = decltype(handler);
+        // Shared by the lookup and the cancellation, which both run on the
+        // handler's executor: whichever comes first takes the handler.
+        struct lookup {
+          explicit lookup(const asio::any_io_executor& e) : resolver(e) {}
+          tcp::resolver resolver;
+          std::optional<handler_type> waiting;
+        };
+        auto shared = std::make_shared<lookup>(ex);
         auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected()) slot.assign([&resolver](asio::cancellation_type) { resolver.cancel(); });
-        resolver.async_resolve(host, port,
-                               [slot, h = std::move(handler)](error_code ec, tcp::resolver::results_type r) mutable {
-                                 if (slot.is_connected()) slot.clear();
-                                 auto ex = asio::get_associated_executor(h);
-                                 asio::dispatch(ex, asio::append(std::move(h), ec, std::move(r)));
-                               });
+        auto handler_ex = asio::get_associated_executor(handler, ex);
+        shared->waiting.emplace(std::move(handler));
+        if (slot.is_connected())
+          slot.assign([shared, handler_ex](asio::cancellation_type) {
+            if (!shared->waiting) return;
+            shared->resolver.cancel(); // a lookup still queued does not start
+            handler_type taken = std::move(*shared->waiting);
+            shared->waiting.reset();
+            asio::post(handler_ex, asio::append(std::move(taken), error_code(asio::error::operation_aborted),
+                                                tcp::resolver::results_type{}));
+          });
+        shared->resolver.async_resolve(
+            host, port,
+            asio::bind_executor(handler_ex, [shared, slot](error_code ec, tcp::resolver::results_type r) mutable {
+              if (!shared->waiting) return; // abandoned
+              if (slot.is_connected()) slot.clear();
+              handler_type taken = std::move(*shared->waiting);
+              shared->waiting.reset();
+              std::move(taken)(ec, std::move(r));
+            }));
       },
       token);
 }
@@ -450,9 +475,8 @@ asio::awaitable<error_code> establish(client_state& state, const origin& where, 
   } else {
     x.reached = stage::resolving;
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
-    tcp::resolver resolver(ex);
     auto [resolve_ec, endpoints] =
-        co_await async_resolve_cancellable(resolver, where.host, where.port, asio::as_tuple(asio::use_awaitable));
+        co_await async_resolve_abandonable(ex, where.host, where.port, asio::as_tuple(asio::use_awaitable));
     if (resolve_ec) co_return resolve_ec;
 
     x.reached = stage::connecting;

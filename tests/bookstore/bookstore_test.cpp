@@ -154,7 +154,7 @@ double metric(const std::string& text, const std::string& key) {
 
 TEST_SUITE("bookstore") {
 
-TEST_CASE("a book is priced through the dependency; unknown paths and ids are 404") {
+TEST_CASE("a book is priced through the dependency, and unknown paths and ids are 404") {
   server_thread pricing;
   bookstore_runner store{options_for(pricing.url("/status/200?body=%7B%22price%22%3A12%7D"))};
   const auto port = port_of(store->base_url());

@@ -845,7 +845,7 @@ TEST_CASE("a strand on a multi-threaded io_context: every handler exactly once")
   CHECK(s.operations == operations);
 }
 
-TEST_CASE("a single-threaded io_context needs no strand; a multi-threaded one does") {
+TEST_CASE("a single-threaded io_context needs no strand, a multi-threaded one does") {
   using coretry::detail::is_serial_executor;
   asio::io_context one(1);
   asio::io_context unlocked(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE);

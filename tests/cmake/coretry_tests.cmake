@@ -1,0 +1,26 @@
+# coretry_discover_tests(target [TEST_PREFIX p] [PROPERTIES ...])
+#
+# doctest_discover_tests with the guards that keep a green run honest:
+# - a ctest entry whose filter ran no test case fails ("test cases: 0"), so a
+#   name CMake splits or a renamed case cannot pass by running nothing;
+# - a test that prints the skip marker of tests/support/skip.hpp is reported
+#   as skipped, not passed;
+# - a companion test, discovery.<target>, checks that every case the
+#   executable lists has exactly one ctest entry and that no case name holds a
+#   ';' (a list separator to CMake).
+function(coretry_discover_tests target)
+  cmake_parse_arguments(arg "" "TEST_PREFIX" "PROPERTIES" ${ARGN})
+  doctest_discover_tests(${target}
+    TEST_PREFIX "${arg_TEST_PREFIX}"
+    PROPERTIES
+      FAIL_REGULAR_EXPRESSION "test cases: 0 [|]"
+      SKIP_REGULAR_EXPRESSION "CORETRY-SKIP:"
+      ${arg_PROPERTIES})
+  add_test(NAME "discovery.${target}"
+    COMMAND ${CMAKE_COMMAND}
+      -DEXE=$<TARGET_FILE:${target}>
+      -DPREFIX=${arg_TEST_PREFIX}
+      -DCTEST=${CMAKE_CTEST_COMMAND}
+      -DBUILD_DIR=${CMAKE_BINARY_DIR}
+      -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_discovery.cmake)
+endfunction()

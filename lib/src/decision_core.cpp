@@ -117,7 +117,12 @@ decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, r
   const duration usable = usable_after(elapsed);
   if (usable < policy_.min_attempt_allowance || usable <= duration::zero())
     return decision::stop(stop_reason::deadline_exhausted);
-  const duration longest_wait = usable == duration::max() ? usable : usable - policy_.min_attempt_allowance;
+  // A planned wait ends timer_slack before the last instant at which an
+  // attempt could still get its minimum allowance: real timers fire late.
+  if (usable != duration::max() && usable - policy_.min_attempt_allowance < policy_.timer_slack)
+    return decision::stop(stop_reason::deadline_exhausted);
+  const duration longest_wait =
+      usable == duration::max() ? usable : usable - policy_.min_attempt_allowance - policy_.timer_slack;
 
   // The server's delay is a minimum: never shortened, never truncated by the
   // local cap. When it does not fit, stop now rather than sleep and fail later.

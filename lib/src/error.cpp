@@ -9,6 +9,18 @@ class retry_category_impl final : public boost::system::error_category {
 public:
   const char* name() const noexcept override { return "coretry"; }
 
+  // So that generic code can test coretry's codes the portable way:
+  // `ec == std::errc::operation_canceled` holds for a cancelled operation and
+  // `ec == std::errc::timed_out` for an attempt whose deadline expired, as it
+  // does for Asio's own operation_aborted and timed_out.
+  boost::system::error_condition default_error_condition(int value) const noexcept override {
+    if (value == static_cast<int>(stop_reason::cancelled))
+      return make_error_condition(boost::system::errc::operation_canceled);
+    if (value == static_cast<int>(attempt_error::timed_out))
+      return make_error_condition(boost::system::errc::timed_out);
+    return boost::system::error_condition(value, *this);
+  }
+
   std::string message(int value) const override {
     switch (value) {
     case 0: return "succeeded";

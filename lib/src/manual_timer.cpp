@@ -42,10 +42,25 @@ manual_clock::time_point manual_time_service::now() const {
   return now_;
 }
 
+manual_clock::time_point manual_time_service::due(manual_clock::time_point expiry) const {
+  return expiry >= manual_clock::time_point::max() - lateness_ ? manual_clock::time_point::max() : expiry + lateness_;
+}
+
 std::optional<manual_clock::time_point> manual_time_service::next_expiry() const {
   std::lock_guard lock(mutex_);
   if (by_expiry_.empty()) return std::nullopt;
-  return by_expiry_.begin()->first;
+  return due(by_expiry_.begin()->first);
+}
+
+void manual_time_service::set_lateness(manual_clock::duration late) {
+  if (late < manual_clock::duration::zero()) throw std::invalid_argument("manual clock lateness must not be negative");
+  std::lock_guard lock(mutex_);
+  lateness_ = late;
+}
+
+manual_clock::duration manual_time_service::lateness() const {
+  std::lock_guard lock(mutex_);
+  return lateness_;
 }
 
 std::size_t manual_time_service::pending_waits() const {
@@ -72,7 +87,7 @@ void manual_time_service::add_wait(std::uint64_t timer, manual_clock::time_point
   wait->timer_position = by_timer_.emplace(timer, wait_id);
   pending_wait& stored = *wait;
   waits_.emplace(wait_id, wait.release());
-  if (expiry <= now_) {
+  if (due(expiry) <= now_) {
     // Already due: complete through the executor, never inside async_wait.
     complete(stored, {}, false);
     return;
@@ -113,7 +128,7 @@ std::size_t manual_time_service::advance_to(manual_clock::time_point t) {
   std::lock_guard lock(mutex_);
   if (t > now_) now_ = t;
   std::size_t fired = 0;
-  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now_) {
+  while (!by_expiry_.empty() && due(by_expiry_.begin()->first) <= now_) {
     complete(*waits_.at(by_expiry_.begin()->second), {}, true);
     ++fired;
   }

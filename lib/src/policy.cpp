@@ -1,5 +1,6 @@
 #include <coretry/policy.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace coretry {
@@ -28,9 +29,12 @@ std::optional<std::string> policy::validate() const {
   if (completion_reserve < duration::zero()) return "completion_reserve must not be negative";
   if (min_attempt_allowance > attempt_limit)
     return "min_attempt_allowance is larger than attempt_limit: no attempt could ever start";
-  // Compared by subtraction: the sum of two huge values would overflow.
-  if (overall_deadline != duration::max() && completion_reserve > overall_deadline - min_attempt_allowance)
-    return "completion_reserve plus min_attempt_allowance exceed overall_deadline: no attempt could ever start";
+  // Compared by subtraction: the sum of two huge values would overflow. An
+  // attempt needs a positive allowance of at least the minimum.
+  if (overall_deadline != duration::max() &&
+      completion_reserve > overall_deadline - std::max(min_attempt_allowance, duration(1)))
+    return "completion_reserve plus min_attempt_allowance leave no time within overall_deadline: no attempt could "
+           "ever start";
   if (backoff.initial_window < duration::zero()) return "backoff initial_window must not be negative";
   if (!std::isfinite(backoff.multiplier) || backoff.multiplier < 1.0)
     return "backoff multiplier must be a finite number of at least 1";
@@ -38,6 +42,7 @@ std::optional<std::string> policy::validate() const {
     return "backoff max_window is smaller than initial_window";
   if (backoff.floor < duration::zero()) return "backoff floor must not be negative";
   if (server_delay_spread < duration::zero()) return "server_delay_spread must not be negative";
+  if (timer_slack < duration::zero()) return "timer_slack must not be negative";
   switch (backoff.jitter) {
   case jitter_kind::none: case jitter_kind::full: case jitter_kind::equal: case jitter_kind::decorrelated: break;
   default: return "backoff jitter is not a known jitter_kind";

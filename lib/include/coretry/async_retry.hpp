@@ -13,6 +13,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <exception>
+#include <stdexcept>
+#include <type_traits>
 #include <string_view>
 
 namespace coretry {
@@ -56,69 +58,107 @@ using retry_signature = void(std::exception_ptr, outcome<T>);
 
 namespace coretry {
 
+namespace detail {
+
+template <class Timer, class Factory>
+using retry_value_t = attempt_value_t<
+    std::invoke_result_t<std::decay_t<Factory>&, const attempt_context<typename Timer::clock_type>&>>;
+
+/// The executor's default completion token (as_default_on), else deferred,
+/// as Asio itself does from Boost 1.86 on (1.81's default is void: none).
+template <class Executor>
+using default_token_t =
+    std::conditional_t<std::is_void_v<boost::asio::default_completion_token_t<Executor>>, boost::asio::deferred_t,
+                       boost::asio::default_completion_token_t<Executor>>;
+
+} // namespace detail
+
+/// A classifier for attempts of `Factory` on `Timer`: callable as
+/// `classify(const error_code&, const T&)` returning a verdict. A completion
+/// token is never one, so a token in a classifier's place is not taken for it.
+template <class Classifier, class Timer, class Factory>
+concept retry_classifier =
+    std::is_invocable_r_v<verdict, std::decay_t<Classifier>&, const boost::system::error_code&,
+                          const detail::retry_value_t<Timer, Factory>&>;
+
 /// Retries an asynchronous operation under `p`.
 ///
 /// `factory(const attempt_context<Clock>&)` creates each attempt: an
 /// `asio::awaitable<T>` or a deferred operation (`something.async_x(...,
-/// asio::deferred)`) completing with void(error_code[, T]) or
-/// void(exception_ptr[, T]). `classify(error_code, const T&)` turns each
-/// attempt's result into a verdict. Each attempt runs under min(attempt limit,
-/// remaining overall time - reserve); when that expires the attempt's
-/// operations receive terminal cancellation through their cancellation slot,
-/// and the retry waits for them to finish before going on. Between attempts
-/// the operation holds nothing but its timer.
+/// asio::deferred)`, or a sequence of them joined with `|`) completing with
+/// void(error_code[, T]) or void(exception_ptr[, T]). `classify(error_code,
+/// const T&)` turns each attempt's result into a verdict. Each attempt runs
+/// under min(attempt limit, remaining overall time - reserve); when that
+/// expires the attempt's operations receive terminal cancellation through
+/// their cancellation slot, and the retry waits for them to finish before
+/// going on. Between attempts the operation holds nothing but its timer.
 ///
-/// Completion: `void(std::exception_ptr, coretry::outcome<T>)`; works with
-/// use_awaitable, deferred, use_future and callbacks.
+/// \par Handler signature
+/// `void(std::exception_ptr, coretry::outcome<T>)`. The exception_ptr is set
+/// only when user code (the factory, an attempt, the classifier) threw
+/// something other than an I/O error; every other ending is in the outcome.
+/// Any completion token works: use_awaitable, deferred, use_future,
+/// as_tuple, callbacks, parallel_group. The default token is the executor's
+/// default completion token, or `deferred` when it has none (a plain
+/// executor in Boost 1.81), as Asio's own operations do from Boost 1.86 on.
 ///
-/// Per-operation cancellation: terminal and partial. Either cancels the
-/// current attempt (as terminal cancellation of its operations) or sleep,
-/// and completes with stop_reason::cancelled unless the attempt succeeded.
+/// \par Executor
+/// The handler is invoked through its associated executor (`ex` when it has
+/// none), never inside this call, and work is counted on that executor while
+/// the operation is pending. The operation's own steps run on a strand: the
+/// handler's associated executor when that is serial (a strand, or a
+/// single-threaded io_context), else `ex` when it is, otherwise a new strand
+/// of `ex`. The operation's memory comes from the handler's associated
+/// allocator (a recycling allocator when it has none) and is freed before
+/// the handler is invoked; a destroyed io_context destroys it, and the
+/// handler with it, unrun.
 ///
-/// The operation's steps run on a strand: the executor associated with the
-/// completion handler when that is a strand (a coroutine on a strand, a
-/// handler bound with bind_executor to one), else `ex` when it is a strand,
-/// otherwise a new strand of `ex`.
-/// So it is safe on a multi-threaded io_context; emit cancellation from the
-/// handler's strand.
+/// \par Per-operation cancellation
+/// Terminal and partial: either cancels the current backoff sleep, or the
+/// current attempt as **terminal** cancellation of its operations (the
+/// attempt is abandoned; its I/O must stop and its connection may not be
+/// reused), and the operation completes with stop_reason::cancelled unless
+/// that attempt succeeded. A cancellation requested before the first attempt
+/// starts means no attempt starts. `total` is not supported: an emission of
+/// `total` alone is ignored. The operation never completes while an attempt
+/// is still running: an attempt that ignores its cancellation is told again
+/// every `retry_options::cancellation_repeat` until the overall deadline and
+/// a few repeats beyond it; then it is reported to the observer as stuck
+/// (`attempt_stuck`) and waited for without a timer.
 ///
+/// \par Exceptions
 /// Throws std::invalid_argument, before starting, if the policy is invalid.
 template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class Classifier,
-          class CompletionToken>
+          class CompletionToken = detail::default_token_t<Executor>>
+  requires retry_classifier<Classifier, Timer, Factory>
 auto async_retry(const Executor& ex, const policy& p, const retry_options& options, Factory&& factory,
-                 Classifier&& classify, CompletionToken&& token) {
-  using clock = typename Timer::clock_type;
-  using op_type = std::invoke_result_t<std::decay_t<Factory>&, const attempt_context<clock>&>;
-  using value_type = detail::attempt_value_t<op_type>;
-  using operation = detail::retry_operation<Timer, boost::asio::any_io_executor, std::decay_t<Factory>,
-                                            std::decay_t<Classifier>, value_type>;
-  // The state is made (and the policy checked) now, so that a bad policy
-  // throws from this call whatever the token; the strand is chosen when the
-  // operation is launched, from the handler it will complete to.
-  auto state = operation::make_state(ex, p, options, std::forward<Factory>(factory),
-                                     std::forward<Classifier>(classify));
+                 Classifier&& classify, CompletionToken&& token = detail::default_token_t<Executor>()) {
+  using value_type = detail::retry_value_t<Timer, Factory>;
+  // Checked now, so that a bad policy throws from this call whatever the token.
+  if (auto problem = p.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
   return boost::asio::async_initiate<CompletionToken, retry_signature<value_type>>(
-      [ex](auto handler, auto state) {
-        state->strand = detail::make_operation_strand(boost::asio::get_associated_executor(handler, ex), ex);
-        auto strand = state->strand;
-        boost::asio::async_compose<decltype(handler), retry_signature<value_type>>(operation{std::move(state)},
-                                                                                   handler, strand);
-      },
-      token, std::move(state));
+      detail::initiate_retry<Timer, std::decay_t<Factory>, std::decay_t<Classifier>, value_type>{}, token,
+      boost::asio::any_io_executor(ex), p, options, std::forward<Factory>(factory),
+      std::forward<Classifier>(classify));
 }
 
-/// async_retry with the default options (unsafe to repeat after an ambiguous failure).
-template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class CompletionToken>
+/// async_retry with the default options (unsafe to repeat after an ambiguous
+/// failure) and the default classifier.
+template <class Timer = boost::asio::steady_timer, class Executor, class Factory,
+          class CompletionToken = detail::default_token_t<Executor>>
   requires(!std::is_same_v<std::decay_t<Factory>, retry_options>)
-auto async_retry(const Executor& ex, const policy& p, Factory&& factory, CompletionToken&& token) {
+auto async_retry(const Executor& ex, const policy& p, Factory&& factory,
+                 CompletionToken&& token = detail::default_token_t<Executor>()) {
   return async_retry<Timer>(ex, p, retry_options{}, std::forward<Factory>(factory), default_classifier{},
                             std::forward<CompletionToken>(token));
 }
 
 /// async_retry with the default classifier (error codes; nested outcomes).
-template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class CompletionToken>
+template <class Timer = boost::asio::steady_timer, class Executor, class Factory,
+          class CompletionToken = detail::default_token_t<Executor>>
+  requires(!retry_classifier<CompletionToken, Timer, Factory>)
 auto async_retry(const Executor& ex, const policy& p, const retry_options& options, Factory&& factory,
-                 CompletionToken&& token) {
+                 CompletionToken&& token = detail::default_token_t<Executor>()) {
   return async_retry<Timer>(ex, p, options, std::forward<Factory>(factory), default_classifier{},
                             std::forward<CompletionToken>(token));
 }

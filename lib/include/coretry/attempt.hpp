@@ -3,6 +3,7 @@
 
 #include <coretry/policy.hpp>
 
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/system/error_code.hpp>
@@ -30,9 +31,13 @@ struct attempt_context {
 template <class Op>
 struct attempt_op_traits;
 
-template <class Signature, class Initiation, class... InitArgs>
-struct attempt_op_traits<boost::asio::deferred_async_operation<Signature, Initiation, InitArgs...>> {
-  using signature = Signature;
+/// Any asynchronous operation object whose completion signature Asio can
+/// tell: deferred operations (`x.async_y(..., asio::deferred)`) and deferred
+/// sequences (`op(asio::deferred) | asio::deferred(...)`).
+template <class Op>
+  requires std::is_invocable_v<Op, boost::asio::detail::completion_signature_probe>
+struct attempt_op_traits<Op> {
+  using signature = typename boost::asio::completion_signature_of<Op>::type;
 };
 
 template <class T, class Executor>

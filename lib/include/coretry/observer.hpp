@@ -31,6 +31,16 @@ struct backoff_event {
   duration wait;
   wait_source source;
 };
+/// An attempt that went on after its cancellation was repeated up to the
+/// bound (it ignores cancellation): the operation stops repeating it and
+/// waits for it without a timer, since completing while it runs could let it
+/// touch freed state. Nothing further happens until the attempt ends.
+struct stuck_attempt_event {
+  std::string_view operation;
+  unsigned attempt;
+  duration at;
+};
+
 struct stop_event {
   std::string_view operation;
   stop_reason reason;
@@ -48,6 +58,7 @@ public:
   virtual void attempt_started(const attempt_started_event&) noexcept {}
   virtual void attempt_finished(const attempt_finished_event&) noexcept {}
   virtual void backoff_scheduled(const backoff_event&) noexcept {}
+  virtual void attempt_stuck(const stuck_attempt_event&) noexcept {}
   virtual void stopped(const stop_event&) noexcept {}
 };
 

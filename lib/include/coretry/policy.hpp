@@ -56,6 +56,16 @@ struct policy {
   /// Upper bound of the positive random spread added on top of a server's
   /// delay, so that clients told the same instant do not all return at it.
   duration server_delay_spread = std::chrono::milliseconds(100);
+  /// Kept back from the end of every planned wait that the deadline limits.
+  /// A real timer always fires a little late (scheduling, timer slack); a wait
+  /// planned to end exactly when the remaining time equals
+  /// min_attempt_allowance would then find less than the minimum and stop as
+  /// deadline_exhausted after sleeping. With this slack, an attempt still
+  /// starts with at least min_attempt_allowance when the timer fires up to
+  /// timer_slack late; later than that, the operation stops as
+  /// deadline_exhausted after its sleep (the minimum allowance stays a
+  /// promise).
+  duration timer_slack = std::chrono::milliseconds(5);
 
   /// Empty when the policy is usable, otherwise a sentence naming the problem.
   std::optional<std::string> validate() const;

@@ -6,18 +6,28 @@
 // by side; when the timer fires first the operation receives *terminal*
 // cancellation through its cancellation slot; the caller's cancellation is
 // forwarded the same way. Until the operation finishes, the cancellation is
-// repeated at an interval: an operation between two internal steps when the
-// first signal came would otherwise wait forever on its next step (see
-// retry_options::cancellation_repeat). It completes only once the operation has finished,
-// so no work is ever left running behind it. The timer's own (cancelled) wait
-// may still be queued then: it holds a reference to the runner's state, never
-// to the caller, so the caller's next step need not wait a turn for it.
+// repeated at an interval (an operation between two internal steps when the
+// first signal came would otherwise wait forever on its next step), up to a
+// bound: past it the runner stops repeating, reports the attempt as stuck and
+// waits for it without a timer. It completes only once the operation has
+// finished, so no work is ever left running behind it.
+//
+// Ownership: the runner lives in memory from the handler's associated
+// allocator and is owned by the handlers it has outstanding (the operation's
+// completion handler, the timer's wait, a posted completion), each holding a
+// counted reference. When the last one goes (run, or destroyed unrun by a
+// destroyed io_context) the runner is freed, and with it the caller's handler:
+// nothing is kept alive by a raw pointer. A completion that arrives while the
+// runner is itself calling out (starting the operation, emitting a
+// cancellation) is never acted on inside that call: it is taken up once the
+// call has returned, or posted.
 
 #include <coretry/attempt.hpp>
 #include <coretry/stop_reason.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -26,6 +36,7 @@
 #include <boost/asio/recycling_allocator.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -52,98 +63,206 @@ inline constexpr bool is_awaitable_v = false;
 template <class T, class E>
 inline constexpr bool is_awaitable_v<boost::asio::awaitable<T, E>> = true;
 
+/// A counted reference to an object with `add_ref()` and `release()`:
+/// move-only, released on destruction, so that a handler destroyed without
+/// being run (a destroyed io_context) still gives its reference back.
+template <class Owner>
+class counted_ref {
+public:
+  explicit counted_ref(Owner* owner) noexcept : owner_(owner) { owner_->add_ref(); }
+  counted_ref(counted_ref&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
+  counted_ref& operator=(counted_ref&&) = delete;
+  counted_ref(const counted_ref&) = delete;
+  /// A handler that has run gives its reference back this way: the owner
+  /// may then complete. One destroyed unrun (a destroyed io_context) gives it
+  /// back through the destructor: the owner is then freed without completing.
+  template <class... How>
+  void done(How... how) noexcept {
+    if (owner_) std::exchange(owner_, nullptr)->release(true, how...);
+  }
+  ~counted_ref() {
+    if (owner_) owner_->release(false);
+  }
+  Owner* operator->() const noexcept { return owner_; }
+  Owner& operator*() const noexcept { return *owner_; }
+
+private:
+  Owner* owner_;
+};
+
+/// How a stuck attempt is reported: a function and its context, called once
+/// when the runner stops repeating the cancellation of an unfinished attempt.
+struct stuck_report {
+  void (*report)(void*) = nullptr;
+  void* context = nullptr;
+};
+
+/// Default bound on repeats for run_attempt's users that set none.
+inline constexpr unsigned default_cancellation_repeats = 100;
+
 template <class T, class Timer, class Handler>
 class attempt_runner {
-  using allocator_type = typename std::allocator_traits<boost::asio::associated_allocator_t<
-      Handler, boost::asio::recycling_allocator<void>>>::template rebind_alloc<attempt_runner>;
+  using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
+  using allocator_type = typename std::allocator_traits<handler_allocator>::template rebind_alloc<attempt_runner>;
+  using ref = counted_ref<attempt_runner>;
+  friend class counted_ref<attempt_runner>;
 
 public:
+  using time_point = typename Timer::time_point;
+
   template <class Executor, class Op>
-  static void start(Timer& timer, typename Timer::time_point deadline, duration repeat, const Executor& ex,
-                    Op&& op, Handler&& handler) {
+  static void start(Timer& timer, time_point deadline, duration repeat, unsigned max_repeats, stuck_report stuck,
+                    const Executor& ex, Op&& op, Handler&& handler) {
     allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    ::new (self) attempt_runner(timer, repeat, std::move(handler), alloc);
-    self->launch(deadline, ex, std::forward<Op>(op));
+    ::new (self) attempt_runner(timer, repeat, max_repeats, stuck, ex, std::move(handler), alloc);
+    self->launch(deadline, std::forward<Op>(op));
   }
 
 private:
-  attempt_runner(Timer& timer, duration repeat, Handler&& handler, const allocator_type& alloc)
-      : handler_(std::move(handler)), timer_(timer), repeat_(repeat), alloc_(alloc) {}
+  // The operation's completion handler: carries a reference, runs on the
+  // runner's executor, and hears the runner's cancellation signal.
+  struct operation_handler {
+    using executor_type = boost::asio::any_io_executor;
+    using cancellation_slot_type = boost::asio::cancellation_slot;
+    using allocator_type = handler_allocator;
 
-  template <class Executor, class Op>
-  void launch(typename Timer::time_point deadline, const Executor& ex, Op&& op) {
+    executor_type get_executor() const noexcept { return runner->executor_; }
+    cancellation_slot_type get_cancellation_slot() const noexcept { return runner->signal_.slot(); }
+    allocator_type get_allocator() const noexcept { return allocator_type(runner->alloc_); }
+
+    template <class First, class... Rest>
+    void operator()(First first, Rest&&... rest) {
+      ref self(std::move(runner));
+      self->on_operation(to_completion(std::move(first), std::forward<Rest>(rest)...));
+      self.done();
+    }
+
+    ref runner;
+  };
+
+  attempt_runner(Timer& timer, duration repeat, unsigned max_repeats, stuck_report stuck,
+                 boost::asio::any_io_executor ex, Handler&& handler, const allocator_type& alloc)
+      : handler_(std::move(handler)), timer_(timer), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
+        executor_(std::move(ex)), alloc_(alloc) {}
+
+  ~attempt_runner() {
+    // Destroyed unrun (the io_context went away mid-attempt): the caller's
+    // slot must not keep a handler that points here.
+    if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
+  }
+
+  void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
+  // The last reference frees the runner, then (when it was given back by a
+  // handler that ran, and the attempt is over) calls the caller's handler:
+  // no handler of the runner is left anywhere when the caller goes on.
+  void release(bool ran) noexcept {
+    if (references_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    std::optional<Handler> handler;
+    attempt_completion<T> result;
+    if (ran && completed_) {
+      handler.emplace(std::move(handler_));
+      result = std::move(result_);
+    }
+    allocator_type alloc(alloc_);
+    this->~attempt_runner();
+    std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    if (handler) std::move(*handler)(std::move(result));
+  }
+
+  template <class Op>
+  void launch(time_point deadline, Op&& op) {
+    ref self(this); // launch's own reference: given back unrun on every path,
+                    // since the initiating call must never complete the caller
     caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
     if (caller_slot_.is_connected()) {
       // Any cancellation the caller sends becomes terminal for the attempt:
       // the attempt is abandoned, so its I/O must stop and may not be reused.
-      caller_slot_.assign([this, ex](boost::asio::cancellation_type) {
+      // The caller emits from this runner's executor (its handler's), so the
+      // runner's state is touched from there only.
+      caller_slot_.assign([this](boost::asio::cancellation_type type) {
+        if (!(type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial))) return;
         if (op_done_ || cancelled_) return;
+        ref keep(this);
+        caller_cancelled_ = true;
         cancel_operation();
-        // The deadline's wait gives way to the repeat (its aborted wait only
-        // drops its reference).
-        if (repeat_ > duration::zero()) {
-          timer_.expires_after(repeat_);
-          wait(ex);
-        }
+        // A completion heard inside the emission is posted: completing here
+        // would clear this very slot handler while it runs.
+        if (op_done_) return post_completion();
+        arm_repeat();
       });
     }
 
-    auto on_done = boost::asio::bind_cancellation_slot(
-        signal_.slot(), boost::asio::bind_executor(ex, [this](auto first, auto&&... rest) {
-          on_operation(to_completion(std::move(first), std::forward<decltype(rest)>(rest)...));
-        }));
     std::exception_ptr thrown_after_completing;
+    ++callout_;
     try {
       if constexpr (is_awaitable_v<std::decay_t<Op>>)
-        boost::asio::co_spawn(ex, std::forward<Op>(op), std::move(on_done));
+        boost::asio::co_spawn(executor_, std::forward<Op>(op), operation_handler{ref(this)});
       else
-        std::forward<Op>(op)(std::move(on_done));
+        std::forward<Op>(op)(operation_handler{ref(this)});
     } catch (...) {
       if (op_done_) {
         // The operation completed, then threw: its result stands, and the
         // exception goes on as any handler's would, once this is settled.
         thrown_after_completing = std::current_exception();
       } else {
-        // Starting the operation threw: nothing runs, nothing to wait for.
+        // Starting the operation threw. Whether it started something first
+        // cannot be known: its handler, if it ever runs, is ignored (it holds
+        // its own reference, so nothing it touches is freed).
         result_.exception = std::current_exception();
         op_done_ = true;
       }
     }
-    launching_ = false;
+    --callout_;
     if (op_done_) {
       // Completed (or threw) inside its initiating call: the caller hears of
       // it from the executor, never inside this call, and no deadline is set.
-      boost::asio::post(ex, [this] { complete(); });
+      post_completion();
     } else {
       timer_.expires_at(deadline);
-      wait(ex);
+      wait();
     }
-    release(); // launch's own reference
     if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
   }
 
   // One wait of the timer: first for the deadline, then for each repeat of
   // the cancellation while the operation is still winding down.
-  template <class Executor>
-  void wait(const Executor& ex) {
-    ++references_;
-    timer_.async_wait(boost::asio::bind_executor(ex, [this, ex](boost::system::error_code ec) {
-      if (!ec && !op_done_) {
-        if (!cancelled_) timed_out_ = true;
-        cancel_operation();
-        if (repeat_ > duration::zero()) {
-          timer_.expires_after(repeat_);
-          wait(ex);
-        }
-      }
-      release();
+  void wait() {
+    const unsigned generation = ++generation_;
+    timer_.async_wait(boost::asio::bind_executor(executor_, [self = ref(this), generation](boost::system::error_code ec) mutable {
+      self->on_timer(ec, generation);
+      self.done();
     }));
+  }
+
+  void on_timer(boost::system::error_code ec, unsigned generation) {
+    // A wait that was replaced or cancelled, or that fired after the end.
+    if (ec || generation != generation_ || op_done_ || completed_) return;
+    if (cancelled_ && repeats_ >= max_repeats_) {
+      // The operation ignores its cancellation: stop repeating it, say so,
+      // and wait for it without a timer (it may still touch its state).
+      stuck_reported_ = true;
+      if (stuck_.report) stuck_.report(stuck_.context);
+      return;
+    }
+    if (!cancelled_) timed_out_ = true;
+    else ++repeats_;
+    cancel_operation();
+    if (op_done_) return complete(); // it finished inside the emission
+    arm_repeat();
+  }
+
+  void arm_repeat() {
+    if (repeat_ <= duration::zero()) return;
+    timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(repeat_));
+    wait();
   }
 
   void cancel_operation() {
     cancelled_ = true;
+    ++callout_;
     signal_.emit(boost::asio::cancellation_type::terminal);
+    --callout_;
   }
 
   template <class First, class... Rest>
@@ -172,55 +291,75 @@ private:
   }
 
   void on_operation(attempt_completion<T>&& c) {
+    if (op_done_) return; // a start that threw already ended this attempt
     op_done_ = true;
     result_ = std::move(c);
-    if (launching_) return; // launch completes it
-    // A result that arrives after the deadline fired is a timeout: success
-    // means complete within the attempt's allowance.
-    if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
-    timer_.cancel();
+    if (callout_ > 0) return; // whoever is calling out takes it up afterwards
     complete();
   }
 
-  void complete() {
-    if (caller_slot_.is_connected()) caller_slot_.clear();
-    Handler handler(std::move(handler_));
-    attempt_completion<T> result(std::move(result_));
-    release();
-    std::move(handler)(std::move(result));
+  void post_completion() {
+    boost::asio::post(executor_, [self = ref(this)]() mutable {
+      self->complete();
+      self.done();
+    });
   }
 
-  void release() {
-    if (--references_ > 0) return;
-    allocator_type alloc(alloc_);
-    this->~attempt_runner();
-    std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+  void complete() {
+    if (completed_) return;
+    completed_ = true;
+    // A result that arrives after the deadline fired is a timeout: success
+    // means complete within the attempt's allowance.
+    if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
+    ++generation_; // any wait still queued is stale
+    timer_.cancel();
+    if (caller_slot_.is_connected()) caller_slot_.clear();
+    // The caller's handler is called by the last reference to go, once the
+    // cancelled wait (if any) has come back: see release.
   }
 
   Handler handler_;
   Timer& timer_;
   duration repeat_;
+  unsigned max_repeats_;
+  stuck_report stuck_;
+  boost::asio::any_io_executor executor_;
   boost::asio::cancellation_signal signal_;
   boost::asio::cancellation_slot caller_slot_;
   allocator_type alloc_;
   attempt_completion<T> result_;
-  int references_ = 2; // launch and the operation's completion, plus one per pending timer wait
-  bool launching_ = true; ///< inside launch, starting the operation
+  std::atomic<int> references_{0};
+  unsigned generation_ = 0; ///< of the timer's current wait
+  unsigned repeats_ = 0;    ///< cancellations sent again after the first
+  int callout_ = 0;         ///< inside a call that may complete the operation
   bool op_done_ = false;
+  bool completed_ = false;
   bool cancelled_ = false; ///< terminal cancellation was sent at least once
+  bool caller_cancelled_ = false;
   bool timed_out_ = false;
+  bool stuck_reported_ = false;
 };
 
 /// Starts `op` with a deadline on `timer`'s clock, repeating the cancellation
-/// every `cancellation_repeat` until it finishes (zero: once); `handler` receives an
+/// every `cancellation_repeat` (zero: once) at most `max_repeats` times, then
+/// calling `stuck` and waiting without a timer; `handler` receives an
 /// attempt_completion<T> on `ex` once the operation has finished. The
 /// deadline is an instant, not a duration, so that time spent between the
 /// decision to start and the start itself is not handed out twice.
 template <class T, class Timer, class Executor, class Op, class Handler>
+void run_attempt(Timer& timer, typename Timer::time_point deadline, duration cancellation_repeat,
+                 unsigned max_repeats, stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
+  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, deadline, cancellation_repeat, max_repeats, stuck,
+                                                         boost::asio::any_io_executor(ex), std::forward<Op>(op),
+                                                         std::forward<Handler>(handler));
+}
+
+/// run_attempt with the default bound on repeats and no stuck report.
+template <class T, class Timer, class Executor, class Op, class Handler>
 void run_attempt(Timer& timer, typename Timer::time_point deadline, duration cancellation_repeat, const Executor& ex,
                  Op&& op, Handler&& handler) {
-  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, deadline, cancellation_repeat, ex,
-                                                         std::forward<Op>(op), std::forward<Handler>(handler));
+  run_attempt<T>(timer, deadline, cancellation_repeat, default_cancellation_repeats, stuck_report{}, ex,
+                 std::forward<Op>(op), std::forward<Handler>(handler));
 }
 
 } // namespace coretry::detail

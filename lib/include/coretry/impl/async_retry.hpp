@@ -7,9 +7,11 @@
 #include <coretry/detail/attempt_runner.hpp>
 
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/compose.hpp>
 #include <boost/asio/detail/concurrency_hint.hpp>
 #include <boost/asio/detail/scheduler.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -17,7 +19,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 
 namespace coretry::detail {
 
@@ -78,198 +82,349 @@ typename Timer::time_point timer_now(const Timer& timer) {
     return Timer::clock_type::now();
 }
 
-struct stopped_before_start {};
-struct factory_threw {};
-struct first_attempt {};
+/// The cancellation types async_retry honours: terminal and partial. Total
+/// cancellation (no side effects) cannot be promised by a retry, so an
+/// emission of `total` alone is ignored, and a later `total` never undoes an
+/// earlier terminal or partial request.
+inline constexpr unsigned honoured_cancellation =
+    static_cast<unsigned>(boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial);
 
-template <class Timer, class Strand, class Factory, class Classifier, class T>
-class retry_operation {
+/// One retrying operation. It lives in memory from the completion handler's
+/// associated allocator and is owned by the handlers it has outstanding
+/// (counted references): freed when the last of them has run, or has been
+/// destroyed unrun by a destroyed io_context, which then destroys the
+/// caller's handler too. Its steps run on `strand_`; the caller's handler is
+/// invoked through its own associated executor, on which work is counted
+/// from the start until then, and only after the operation's memory is freed.
+template <class Timer, class Factory, class Classifier, class T, class Handler>
+class retry_op {
   using clock = typename Timer::clock_type;
-
-  struct state {
-    template <class Executor, class F, class C>
-    state(const Executor& ex, const policy& p, const retry_options& o, F&& f, C&& c)
-        : timer(ex), options(o),
-          core(p, o.random ? *o.random : independent_random::instance(), o.budget),
-          factory(std::forward<F>(f)), classify(std::forward<C>(c)) {
-      result.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
-    }
-
-    Strand strand; // chosen at launch: see async_retry
-    Timer timer;
-    retry_options options;
-    decision_core core;
-    Factory factory;
-    Classifier classify;
-    outcome<T> result;
-    typename Timer::time_point start{};
-    duration next_wait{};
-    wait_source next_wait_source = wait_source::none;
-    std::exception_ptr pending_exception;
-    duration decided_at{}; ///< when the core last decided, from the start
-    duration first_allowance{}; ///< what begin() granted, for the first attempt
-  };
+  using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
+  using allocator_type = typename std::allocator_traits<handler_allocator>::template rebind_alloc<retry_op>;
+  using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
+  using ref = counted_ref<retry_op>;
+  friend class counted_ref<retry_op>;
 
 public:
-  template <class Executor, class F, class C>
-  static std::unique_ptr<state> make_state(const Executor& ex, const policy& p, const retry_options& o, F&& f,
-                                           C&& c) {
-    return std::make_unique<state>(ex, p, o, std::forward<F>(f), std::forward<C>(c));
-  }
-
-  explicit retry_operation(std::unique_ptr<state> s) : st_(std::move(s)) {}
-
-  // Initiation. The clock starts here; the first attempt starts on the
-  // strand (at once when the caller already runs there). Started from any
-  // other thread, its completion could run on the strand while this call
-  // was still setting up its deadline.
-  template <class Self>
-  void operator()(Self& self) {
-    self.reset_cancellation_state(boost::asio::enable_partial_cancellation());
-    st_->start = timer_now(st_->timer);
-    const decision first = st_->core.begin();
-    if (first.what == decision::action::stop) {
-      // Never complete inside the initiating call: finish from the strand.
-      st_->result.reason = first.reason;
-      const Strand strand = st_->strand;
-      return boost::asio::post(strand, boost::asio::append(std::move(self), stopped_before_start{}));
-    }
-    st_->first_allowance = first.allowance;
-    // Copied first: moving `self` moves this operation, and st_ with it.
-    const Strand strand = st_->strand;
-    boost::asio::dispatch(boost::asio::bind_executor(strand, boost::asio::append(std::move(self), first_attempt{})));
-  }
-
-  template <class Self>
-  void operator()(Self& self, first_attempt) {
-    start_attempt(self, st_->first_allowance);
-  }
-
-  // The attempt factory threw (a programming error): it propagates.
-  template <class Self>
-  void operator()(Self& self, factory_threw) {
-    fail(self, st_->pending_exception);
-  }
-
-  // The deferred completion of an operation that stopped before any attempt.
-  template <class Self>
-  void operator()(Self& self, stopped_before_start) {
-    finish(self, st_->result.reason);
-  }
-
-  // An attempt finished.
-  template <class Self>
-  void operator()(Self& self, attempt_completion<T> done) {
-    state& s = *st_;
-    if (done.exception) return fail(self, done.exception);
-    attempt_record& record = s.result.records.back();
-    record.end = elapsed();
-    record.error = done.error;
-    s.result.last_error = done.error;
-    s.result.value = std::move(done.value);
+  static void start(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p,
+                    const retry_options& o, Factory&& factory, Classifier&& classify) {
+    allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    retry_op* op = std::allocator_traits<allocator_type>::allocate(alloc, 1);
     try {
-      record.classified = s.classify(static_cast<const boost::system::error_code&>(done.error),
-                                     static_cast<const T&>(*s.result.value));
+      ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), alloc);
     } catch (...) {
-      return fail(self, std::current_exception());
+      std::allocator_traits<allocator_type>::deallocate(alloc, op, 1);
+      throw;
     }
-    const bool cancelled = record.classified.status != attempt_status::success &&
-                           self.cancelled() != boost::asio::cancellation_type::none;
-    // An attempt ended by the caller's cancellation says so, whatever error
-    // its operations reported on the way out.
-    if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
-    if (s.options.observer) s.options.observer->attempt_finished({s.options.operation, record});
-    if (cancelled) return finish(self, stop_reason::cancelled);
-    act(self, s.core.attempt_finished(record.end, record.classified, s.options.safety));
-  }
-
-  // A backoff sleep finished.
-  template <class Self>
-  void operator()(Self& self, boost::system::error_code ec) {
-    // Cancellation is re-checked after every sleep, before any new attempt.
-    if (ec || self.cancelled() != boost::asio::cancellation_type::none)
-      return finish(self, stop_reason::cancelled);
-    st_->decided_at = elapsed();
-    act(self, st_->core.sleep_finished(st_->decided_at));
+    op->launch();
   }
 
 private:
-  duration elapsed() const { return timer_now(st_->timer) - st_->start; }
+  // What each attempt's runner completes to: runs on the strand, hears the
+  // operation's own signal for the attempt, allocates like the handler.
+  struct attempt_handler {
+    using executor_type = boost::asio::any_io_executor;
+    using cancellation_slot_type = boost::asio::cancellation_slot;
+    using allocator_type = handler_allocator;
+    executor_type get_executor() const noexcept { return op->strand_; }
+    cancellation_slot_type get_cancellation_slot() const noexcept { return op->attempt_signal_.slot(); }
+    allocator_type get_allocator() const noexcept { return allocator_type(op->alloc_); }
+    void operator()(attempt_completion<T> done) {
+      ref self(std::move(op));
+      self->on_attempt(std::move(done));
+      self.done();
+    }
+    ref op;
+  };
 
-  template <class Self>
-  void act(Self& self, const decision& d) {
-    switch (d.what) {
-    case decision::action::start_attempt: return start_attempt(self, d.allowance);
-    case decision::action::sleep: return sleep(self, d);
-    case decision::action::stop: return finish(self, d.reason);
+  // A step of the operation, posted or dispatched to the strand.
+  template <class Step>
+  struct step_handler {
+    using allocator_type = handler_allocator;
+    allocator_type get_allocator() const noexcept { return allocator_type(op->alloc_); }
+    void operator()() {
+      ref self(std::move(op));
+      step(*self);
+      self.done();
+    }
+    ref op;
+    Step step;
+  };
+  template <class Step>
+  step_handler<Step> make_step(Step step) {
+    return step_handler<Step>{ref(this), std::move(step)};
+  }
+
+  retry_op(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p, const retry_options& o,
+           Factory&& factory, Classifier&& classify, const allocator_type& alloc)
+      : handler_(std::move(handler)),
+        work_(boost::asio::get_associated_executor(handler_, ex)),
+        strand_(make_operation_strand(work_.get_executor(), ex)),
+        timer_(ex),
+        options_(o),
+        core_(p, o.random ? *o.random : independent_random::instance(), o.budget),
+        factory_(std::move(factory)),
+        classify_(std::move(classify)),
+        alloc_(alloc) {
+    result_.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
+  }
+
+  ~retry_op() {
+    // The caller's slot must never keep a handler that points here.
+    if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
+  }
+
+  void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
+
+  // `post`: given back by the initiating call, where the handler must not run.
+  void release(bool ran, bool post = false) noexcept {
+    if (references_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // Nothing of the operation is outstanding any more: free it first, then
+    // call the handler (if the operation finished; a destroyed io_context
+    // destroys it unrun instead).
+    Handler handler(std::move(handler_));
+    auto work = std::move(work_);
+    const bool finished = finished_ && ran;
+    std::exception_ptr exception = std::move(exception_);
+    outcome<T> result = std::move(result_);
+    allocator_type alloc(alloc_);
+    this->~retry_op();
+    std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    if (!finished) return;
+    const handler_executor ex = work.get_executor();
+    if (post)
+      boost::asio::post(ex, boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
+    else
+      boost::asio::dispatch(ex, boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
+    work.reset();
+  }
+
+  duration elapsed() const { return timer_now(timer_) - start_; }
+  bool cancel_requested() const noexcept { return requested_.load(std::memory_order_acquire) != 0; }
+
+  // Initiation: runs in the caller's call to async_retry.
+  void launch() {
+    ref self(this);
+    caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
+    if (caller_slot_.is_connected()) {
+      // The request is recorded at once (so that it is honoured whenever it
+      // comes, even before the first step) and acted on from the strand.
+      caller_slot_.assign([this](boost::asio::cancellation_type type) {
+        const unsigned honoured = static_cast<unsigned>(type) & honoured_cancellation;
+        if (honoured == 0) return;
+        requested_.fetch_or(honoured, std::memory_order_acq_rel);
+        boost::asio::post(strand_, make_step([](retry_op& op) { op.on_cancel(); }));
+      });
+    }
+    start_ = timer_now(timer_);
+    const decision first = core_.begin();
+    if (first.what == decision::action::stop) {
+      // Never complete inside the initiating call: finish from the strand.
+      const stop_reason reason = first.reason;
+      boost::asio::post(strand_, make_step([reason](retry_op& op) { op.finish(reason); }));
+      self.done(true);
+      return;
+    }
+    // The first attempt starts on the strand (at once when the caller already
+    // runs there): started from any other thread, its completion could run on
+    // the strand while this call was still arming its deadline.
+    const duration allowance = first.allowance;
+    boost::asio::dispatch(strand_, make_step([allowance](retry_op& op) {
+                            if (op.cancel_requested()) return op.finish(stop_reason::cancelled);
+                            op.start_attempt(allowance);
+                          }));
+    // On a multi-threaded context the whole operation may end on other
+    // threads before this call returns: if this reference is then the last,
+    // the handler is posted, never called inside the initiating call.
+    self.done(true);
+  }
+
+  void on_cancel() {
+    switch (phase_) {
+    case phase::attempting:
+      // Any cancellation becomes terminal for the attempt: it is abandoned,
+      // so its I/O must stop and its connection may not be reused. The
+      // runner never completes inside this emission.
+      attempt_signal_.emit(boost::asio::cancellation_type::terminal);
+      break;
+    case phase::sleeping: timer_.cancel(); break;
+    case phase::starting: // the first step looks at the request
+    case phase::deciding: // the next step looks at the request
+    case phase::done: break;
     }
   }
 
-  template <class Self>
-  void start_attempt(Self& self, duration allowance) {
-    state& s = *st_;
+  void act(const decision& d) {
+    switch (d.what) {
+    case decision::action::start_attempt: return start_attempt(d.allowance);
+    case decision::action::sleep: return sleep(d);
+    case decision::action::stop: return finish(d.reason);
+    }
+  }
+
+  void start_attempt(duration allowance) {
     // The attempt starts at the instant the core decided it, so the time the
     // core granted is measured from there: an attempt never runs past
     // min(attempt limit, deadline - reserve), however late this code runs.
-    const duration at = s.decided_at;
-    const auto now = saturating_instant(s.start, at);
-    attempt_record& record = s.result.records.emplace_back();
-    record.number = s.core.attempts();
-    record.wait_before = s.next_wait;
-    record.wait_from = s.next_wait_source;
+    const duration at = decided_at_;
+    const auto now = saturating_instant(start_, at);
+    attempt_record& record = result_.records.emplace_back();
+    record.number = core_.attempts();
+    record.wait_before = next_wait_;
+    record.wait_from = next_wait_source_;
     record.start = at;
     record.allowance = allowance;
-    s.result.attempts = record.number;
-    if (s.options.observer) s.options.observer->attempt_started({s.options.operation, record.number, at, allowance});
+    result_.attempts = record.number;
+    if (options_.observer) options_.observer->attempt_started({options_.operation, record.number, at, allowance});
 
-    const duration deadline = s.core.policy().overall_deadline;
-    const attempt_context<clock> context{
-        record.number, saturating_instant(now, allowance), allowance,
-        deadline == duration::max() ? duration::max() : deadline - at};
-    std::optional<decltype(s.factory(context))> op;
+    const duration deadline = core_.policy().overall_deadline;
+    const attempt_context<clock> context{record.number, saturating_instant(now, allowance), allowance,
+                                         deadline == duration::max() ? duration::max() : deadline - at};
+    std::optional<decltype(factory_(context))> op;
     try {
-      op.emplace(s.factory(context));
+      op.emplace(factory_(context));
     } catch (...) {
-      // The first attempt is created inside the initiating call, where the
-      // caller's handler must not run: deliver the exception from the strand.
-      s.pending_exception = std::current_exception();
-      return boost::asio::post(s.strand, boost::asio::append(std::move(self), factory_threw{}));
+      // The first attempt may be created inside the initiating call, where
+      // the caller's handler must not run: deliver the exception from the strand.
+      exception_ = std::current_exception();
+      boost::asio::post(strand_, make_step([](retry_op& self) { self.fail(); }));
+      return;
     }
-    run_attempt<T>(s.timer, context.deadline, s.options.cancellation_repeat, s.strand, std::move(*op),
-                   boost::asio::bind_executor(s.strand, std::move(self)));
+    phase_ = phase::attempting;
+    run_attempt<T>(timer_, context.deadline, options_.cancellation_repeat, repeat_bound(context.deadline),
+                   stuck_report{&retry_op::report_stuck, this}, strand_, std::move(*op), attempt_handler{ref(this)});
+    // A cancellation requested while the attempt was being set up.
+    if (cancel_requested() && phase_ == phase::attempting) on_cancel();
   }
 
-  template <class Self>
-  void sleep(Self& self, const decision& d) {
-    state& s = *st_;
-    s.next_wait = d.wait;
-    s.next_wait_source = d.source;
-    s.result.total_backoff += d.wait;
-    if (s.options.observer)
-      s.options.observer->backoff_scheduled({s.options.operation, s.core.attempts() + 1, elapsed(), d.wait, d.source});
-    s.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(d.wait));
-    s.timer.async_wait(boost::asio::bind_executor(s.strand, std::move(self)));
+  // How many times a cancelled attempt's cancellation is sent again before
+  // it counts as stuck: until the overall deadline (the attempt's own when
+  // there is none) and a few repeats beyond it.
+  unsigned repeat_bound(typename clock::time_point attempt_deadline) const {
+    constexpr unsigned beyond = 3;
+    const duration repeat = options_.cancellation_repeat;
+    if (repeat <= duration::zero()) return 0;
+    const duration overall = core_.policy().overall_deadline;
+    if (overall == duration::max()) return beyond;
+    const auto end = saturating_instant(start_, overall);
+    if (end <= attempt_deadline) return beyond;
+    const auto until_end = std::chrono::duration_cast<duration>(end - attempt_deadline);
+    const auto repeats = until_end / repeat;
+    return repeats > 1'000'000 ? 1'000'000u + beyond : static_cast<unsigned>(repeats) + beyond;
   }
 
-  template <class Self>
-  void finish(Self& self, stop_reason reason) {
-    state& s = *st_;
-    s.result.reason = reason;
-    s.result.attempts = s.core.attempts();
-    s.result.elapsed = elapsed();
-    if (s.options.observer)
-      s.options.observer->stopped({s.options.operation, reason, s.result.attempts, s.result.elapsed, s.result.total_backoff});
-    outcome<T> result = std::move(s.result);
-    self.complete(std::exception_ptr(), std::move(result));
+  static void report_stuck(void* context) {
+    auto& self = *static_cast<retry_op*>(context);
+    if (self.options_.observer)
+      self.options_.observer->attempt_stuck({self.options_.operation, self.core_.attempts(), self.elapsed()});
   }
 
-  template <class Self>
-  void fail(Self& self, std::exception_ptr e) {
-    outcome<T> result = std::move(st_->result);
-    self.complete(std::move(e), std::move(result));
+  void on_attempt(attempt_completion<T>&& done) {
+    phase_ = phase::deciding;
+    if (done.exception) {
+      exception_ = std::move(done.exception);
+      return fail();
+    }
+    attempt_record& record = result_.records.back();
+    record.end = elapsed();
+    record.error = done.error;
+    result_.last_error = done.error;
+    result_.value = std::move(done.value);
+    try {
+      record.classified = classify_(static_cast<const boost::system::error_code&>(done.error),
+                                    static_cast<const T&>(*result_.value));
+    } catch (...) {
+      exception_ = std::current_exception();
+      return fail();
+    }
+    // An attempt ended by the caller's cancellation says so, whatever error
+    // its operations reported on the way out; one that succeeded stands.
+    const bool cancelled = record.classified.status != attempt_status::success && cancel_requested();
+    if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
+    if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
+    if (cancelled) return finish(stop_reason::cancelled);
+    act(core_.attempt_finished(record.end, record.classified, options_.safety));
   }
 
-  std::unique_ptr<state> st_;
+  void sleep(const decision& d) {
+    next_wait_ = d.wait;
+    next_wait_source_ = d.source;
+    result_.total_backoff += d.wait;
+    if (options_.observer)
+      options_.observer->backoff_scheduled({options_.operation, core_.attempts() + 1, elapsed(), d.wait, d.source});
+    phase_ = phase::sleeping;
+    timer_.expires_after(std::chrono::duration_cast<typename clock::duration>(d.wait));
+    timer_.async_wait(boost::asio::bind_executor(strand_, [self = ref(this)](boost::system::error_code ec) mutable {
+      self->on_sleep(ec);
+      self.done();
+    }));
+    // A cancellation requested before the wait was queued.
+    if (cancel_requested()) timer_.cancel();
+  }
+
+  void on_sleep(boost::system::error_code ec) {
+    // Cancellation is re-checked after every sleep, before any new attempt.
+    if (ec || cancel_requested()) return finish(stop_reason::cancelled);
+    decided_at_ = elapsed();
+    act(core_.sleep_finished(decided_at_));
+  }
+
+  void finish(stop_reason reason) {
+    result_.reason = reason;
+    result_.attempts = static_cast<unsigned>(result_.records.size());
+    result_.elapsed = elapsed();
+    if (options_.observer)
+      options_.observer->stopped({options_.operation, reason, result_.attempts, result_.elapsed, result_.total_backoff});
+    end();
+  }
+
+  void fail() {
+    result_.attempts = static_cast<unsigned>(result_.records.size());
+    end();
+  }
+
+  // The handler is called once the last reference is gone (release).
+  void end() {
+    phase_ = phase::done;
+    finished_ = true;
+    if (caller_slot_.is_connected()) caller_slot_.clear();
+  }
+
+  enum class phase { starting, attempting, deciding, sleeping, done };
+
+  Handler handler_;
+  boost::asio::executor_work_guard<handler_executor> work_;
+  boost::asio::any_io_executor strand_;
+  Timer timer_;
+  retry_options options_;
+  decision_core core_;
+  Factory factory_;
+  Classifier classify_;
+  allocator_type alloc_;
+  outcome<T> result_;
+  std::exception_ptr exception_;
+  typename Timer::time_point start_{};
+  duration next_wait_{};
+  wait_source next_wait_source_ = wait_source::none;
+  duration decided_at_{}; ///< when the core last decided, from the start
+  boost::asio::cancellation_signal attempt_signal_;
+  boost::asio::cancellation_slot caller_slot_;
+  std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
+  std::atomic<int> references_{0};
+  phase phase_ = phase::starting;
+  bool finished_ = false;
+};
+
+/// The operation's initiation: checks nothing (async_retry has), allocates
+/// the operation with the handler's allocator and launches it.
+template <class Timer, class Factory, class Classifier, class T>
+struct initiate_retry {
+  template <class Handler>
+  void operator()(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p,
+                  const retry_options& o, Factory factory, Classifier classify) const {
+    retry_op<Timer, Factory, Classifier, T, std::decay_t<Handler>>::start(std::forward<Handler>(handler), ex, p, o,
+                                                                          std::move(factory), std::move(classify));
+  }
 };
 
 } // namespace coretry::detail

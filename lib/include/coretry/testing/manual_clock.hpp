@@ -46,8 +46,13 @@ public:
   ~manual_time_service() override;
 
   manual_clock::time_point now() const;
-  /// The earliest pending expiry, if any wait is pending.
+  /// The earliest instant at which a pending wait is due (its expiry plus
+  /// the lateness), if any wait is pending.
   std::optional<manual_clock::time_point> next_expiry() const;
+  /// Makes every wait complete `late` after its expiry, the way a real timer
+  /// fires late (scheduling, timer slack). Zero, the default, is punctual.
+  void set_lateness(manual_clock::duration late);
+  manual_clock::duration lateness() const;
   std::size_t pending_waits() const;
   /// Moves time to `t` (never backwards) and completes, in expiry order,
   /// every wait due by then. Returns how many completed.
@@ -66,8 +71,11 @@ private:
   void cancel_wait(std::uint64_t wait, bool from_slot);
   void complete(pending_wait& wait, boost::system::error_code ec, bool clear_slot);
 
+  manual_clock::time_point due(manual_clock::time_point expiry) const; // with mutex_ held
+
   mutable std::mutex mutex_;
   manual_clock::time_point now_{};
+  manual_clock::duration lateness_{};
   std::uint64_t next_id_ = 1;
   std::multimap<manual_clock::time_point, std::uint64_t> by_expiry_;
   std::multimap<std::uint64_t, std::uint64_t> by_timer_; // timer id -> wait id
@@ -117,7 +125,11 @@ public:
     expiry_ = t;
     return cancelled;
   }
-  std::size_t expires_after(duration d) { return expires_at(now() + d); }
+  /// Saturates at the clock's last instant, as Asio's timers do.
+  std::size_t expires_after(duration d) {
+    const time_point t = now();
+    return expires_at(d >= time_point::max() - t ? time_point::max() : t + d);
+  }
   std::size_t cancel() { return service_->cancel_timer(id_); }
 
   template <class WaitToken>
@@ -163,6 +175,8 @@ public:
   void run_for(manual_clock::duration d) { run_until(now() + d); }
   /// Runs the handlers that are ready now, without moving time.
   void run_ready();
+  /// Every wait completes `late` after its expiry from now on.
+  void set_lateness(manual_clock::duration late) { service_->set_lateness(late); }
 
 private:
   boost::asio::io_context& io_;

@@ -1,0 +1,609 @@
+// Asio's composed-operation contract, probed from outside: the handler's
+// executor and allocator, cancellation at every moment, re-entrant
+// completion, io_context destruction, timer lateness and stuck attempts.
+
+#include "test_support.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+
+using namespace coretry_tests;
+using coretry::stop_reason;
+
+namespace {
+
+coretry::retry_options idempotent() {
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  return o;
+}
+
+/// Counts live copies of itself: a handler that holds one shows whether the
+/// handler was destroyed.
+struct lifetime_probe {
+  explicit lifetime_probe(std::shared_ptr<int> live) : live_(std::move(live)) { ++*live_; }
+  lifetime_probe(const lifetime_probe& other) : live_(other.live_) { ++*live_; }
+  lifetime_probe(lifetime_probe&& other) noexcept : live_(other.live_) { ++*live_; }
+  ~lifetime_probe() { --*live_; }
+  std::shared_ptr<int> live_;
+};
+
+/// An attempt that completes only through its cancellation handler, and does
+/// so inline (dispatch to the operation's strand, where the signal is
+/// emitted): a legal operation that re-enters the retry from inside emit().
+/// With `answer` set it answers that status at once (posted) instead.
+auto completes_inside_cancellation(std::optional<int> answer = std::nullopt) {
+  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
+      [answer](auto handler) {
+        if (answer) {
+          auto ex = asio::get_associated_executor(handler);
+          return asio::post(ex, asio::append(std::move(handler), boost::system::error_code(), *answer));
+        }
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        REQUIRE(slot.is_connected());
+        auto owned = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
+        slot.assign([owned](asio::cancellation_type) {
+          if (!owned->has_value()) return;
+          auto h = std::move(**owned);
+          owned->reset();
+          auto ex = asio::get_associated_executor(h);
+          asio::dispatch(ex, asio::append(std::move(h), asio::error::operation_aborted, 0));
+        });
+      },
+      asio::deferred);
+}
+
+/// An attempt that ignores cancellation and never completes by itself; the
+/// test keeps its handler and lets it go at the end.
+template <class Keep>
+auto never_completes(Keep& keep) {
+  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
+      [&keep](auto handler) { keep.emplace(std::move(handler)); }, asio::deferred);
+}
+
+/// An allocator that counts what it hands out and takes back.
+template <class T>
+struct counting_allocator {
+  using value_type = T;
+  counting_allocator(int* allocations, int* deallocations) noexcept : allocs(allocations), deallocs(deallocations) {}
+  template <class U>
+  counting_allocator(const counting_allocator<U>& other) noexcept : allocs(other.allocs), deallocs(other.deallocs) {}
+  T* allocate(std::size_t n) {
+    ++*allocs;
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) {
+    ++*deallocs;
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const counting_allocator<U>& other) const noexcept {
+    return allocs == other.allocs;
+  }
+  int* allocs;
+  int* deallocs;
+};
+
+struct recording_observer final : coretry::retry_observer {
+  void attempt_stuck(const coretry::stuck_attempt_event& e) noexcept override {
+    ++stuck;
+    stuck_at = e.at;
+    stuck_attempt = e.attempt;
+  }
+  int stuck = 0;
+  unsigned stuck_attempt = 0;
+  coretry::duration stuck_at{};
+};
+
+} // namespace
+
+TEST_CASE("contract: a callback bound to another io_context runs there, and keeps it running") {
+  asio::io_context a;
+  asio::io_context b;
+  coretry::policy p;
+  std::thread::id ran_on;
+  int calls = 0;
+  asio::steady_timer work(a);
+  auto attempt = [&work](const coretry::attempt_context<std::chrono::steady_clock>&) {
+    work.expires_after(std::chrono::milliseconds(20));
+    return work.async_wait(asio::deferred);
+  };
+  coretry::async_retry(a.get_executor(), p, idempotent(), attempt,
+                       asio::bind_executor(b, [&](std::exception_ptr e, coretry::outcome<std::monostate> r) {
+                         CHECK_FALSE(e);
+                         CHECK(r.reason == stop_reason::succeeded);
+                         ran_on = std::this_thread::get_id();
+                         ++calls;
+                       }));
+  std::thread runner_a([&] { a.run(); });
+  // b has no work of its own: only the pending operation's counted work
+  // keeps run() from returning before the handler has run on this thread.
+  b.run();
+  runner_a.join();
+  CHECK(calls == 1);
+  CHECK(ran_on == std::this_thread::get_id());
+}
+
+TEST_CASE("contract: a coroutine on another io_context resumes on its own thread") {
+  asio::io_context a;
+  asio::io_context b;
+  coretry::policy p;
+  bool resumed_on_b = false;
+  bool done = false;
+  asio::steady_timer work(a);
+  auto attempt = [&work](const coretry::attempt_context<std::chrono::steady_clock>&) {
+    work.expires_after(std::chrono::milliseconds(20));
+    return work.async_wait(asio::deferred);
+  };
+  asio::co_spawn(
+      b,
+      [&]() -> asio::awaitable<void> {
+        auto [e, r] = co_await coretry::async_retry(a.get_executor(), p, idempotent(), attempt,
+                                                    asio::as_tuple(asio::use_awaitable));
+        CHECK_FALSE(e);
+        CHECK(r.reason == stop_reason::succeeded);
+        resumed_on_b = b.get_executor().running_in_this_thread();
+        done = true;
+      },
+      asio::detached);
+  std::thread runner_a([&] { a.run(); });
+  b.run();
+  runner_a.join();
+  CHECK(done);
+  CHECK(resumed_on_b);
+}
+
+TEST_CASE("contract: a cancellation emitted before the first step means no attempt") {
+  // A context made for several threads: the operation gets a strand of its
+  // own, so its first step is queued, not run inside the call.
+  asio::io_context io(2);
+  coretry::testing::manual_runner runner(io);
+  fake_dependency dep({{200ms}});
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
+                                     status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
+                                                                                    coretry::outcome<int> r) {
+                                       result = std::move(r);
+                                     }));
+  cancel.emit(asio::cancellation_type::terminal);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(result->attempts == 0);
+  CHECK(dep.calls == 0);
+  CHECK(runner.elapsed() == 0ms);
+}
+
+TEST_CASE("contract: destroying the io_context destroys the pending operation and its handler") {
+  auto live = std::make_shared<int>(0);
+  bool called = false;
+  SUBCASE("during an attempt") {
+    {
+      asio::io_context io;
+      coretry::testing::manual_runner runner(io);
+      fake_dependency dep({{200ms}});
+      coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
+                                         status_classifier{},
+                                         [&called, probe = lifetime_probe(live)](std::exception_ptr,
+                                                                                 coretry::outcome<int>) {
+                                           called = true;
+                                         });
+      runner.run_for(50ms);
+      CHECK(dep.calls == 1);
+      CHECK(*live == 1);
+    }
+    CHECK(*live == 0);
+    CHECK_FALSE(called);
+  }
+  SUBCASE("during a backoff sleep") {
+    {
+      asio::io_context io;
+      coretry::testing::manual_runner runner(io);
+      fake_dependency dep({{10ms, {}, 503}});
+      coretry::testing::scripted_random draws{1.0, 1.0};
+      coretry::retry_options o = idempotent();
+      o.random = &draws;
+      coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, o, dep.factory(), status_classifier{},
+                                         [&called, probe = lifetime_probe(live)](std::exception_ptr,
+                                                                                 coretry::outcome<int>) {
+                                           called = true;
+                                         });
+      runner.run_for(50ms); // failed at 10 ms, sleeping until 110 ms
+      CHECK(dep.calls == 1);
+      CHECK(*live == 1);
+    }
+    CHECK(*live == 0);
+    CHECK_FALSE(called);
+  }
+}
+
+TEST_CASE("contract: an attempt that completes inside its own cancellation handler") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  std::optional<coretry::outcome<int>> result;
+  int calls = 0;
+  int attempts = 0;
+  SUBCASE("on the deadline path the retry goes on, nobody cancelled it") {
+    auto factory = [&](const context&) {
+      ++attempts;
+      return completes_inside_cancellation(attempts == 1 ? std::nullopt : std::optional<int>(200));
+    };
+    coretry::testing::scripted_random draws{0.0};
+    coretry::retry_options o = idempotent();
+    o.random = &draws;
+    coretry::async_retry<manual_timer>(io.get_executor(), p, o, factory, status_classifier{},
+                                       [&](std::exception_ptr e, coretry::outcome<int> r) {
+                                         CHECK_FALSE(e);
+                                         ++calls;
+                                         result = std::move(r);
+                                       });
+    runner.run();
+    REQUIRE(result);
+    CHECK(calls == 1);
+    CHECK(result->reason == stop_reason::succeeded);
+    CHECK(result->attempts == 2);
+    CHECK(result->records[0].error == coretry::attempt_error::timed_out);
+    CHECK(result->records[0].end == 250ms);
+    CHECK(result->records[1].start == 250ms);
+  }
+  SUBCASE("on the caller's cancellation path the operation stops once, as cancelled") {
+    asio::cancellation_signal cancel;
+    auto factory = [&](const context&) {
+      ++attempts;
+      return completes_inside_cancellation();
+    };
+    coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), factory, status_classifier{},
+                                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e,
+                                                                                       coretry::outcome<int> r) {
+                                         CHECK_FALSE(e);
+                                         ++calls;
+                                         result = std::move(r);
+                                       }));
+    runner.run_for(30ms);
+    cancel.emit(asio::cancellation_type::terminal);
+    runner.run();
+    REQUIRE(result);
+    CHECK(calls == 1);
+    CHECK(attempts == 1);
+    CHECK(result->reason == stop_reason::cancelled);
+    CHECK(runner.elapsed() == 30ms);
+  }
+}
+
+TEST_CASE("contract: a later total cancellation never turns a terminal one into a retry") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  fake_dependency dep({{200ms}});
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
+                                     status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
+                                                                                    coretry::outcome<int> r) {
+                                       result = std::move(r);
+                                     }));
+  runner.run_for(20ms);
+  cancel.emit(asio::cancellation_type::terminal);
+  cancel.emit(asio::cancellation_type::total);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(dep.calls == 1);
+}
+
+TEST_CASE("contract: total cancellation alone is not supported and is ignored") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  fake_dependency dep({{200ms}});
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
+                                     status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
+                                                                                    coretry::outcome<int> r) {
+                                       result = std::move(r);
+                                     }));
+  runner.run_for(20ms);
+  cancel.emit(asio::cancellation_type::total);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::succeeded);
+  CHECK(runner.elapsed() == 200ms);
+}
+
+// Default policy; attempt 1 answers 503 at 100 ms with a 700 ms server
+// delay; the largest spread draw. The plan sleeps to 845 ms, the last
+// instant that leaves the 100 ms minimum plus the 5 ms timer slack: a timer
+// up to 5 ms late still starts attempt 2, a later one stops the operation
+// as deadline_exhausted after its sleep.
+TEST_CASE("contract: a wait planned to the edge of the deadline survives a late timer up to the slack") {
+  for (int late_ms = 0; late_ms <= 8; ++late_ms) {
+    CAPTURE(late_ms);
+    asio::io_context io;
+    coretry::testing::manual_runner runner(io);
+    runner.set_lateness(std::chrono::milliseconds(late_ms));
+    fake_dependency dep({{100ms, {}, 503}, {50ms, {}, 200}});
+    coretry::testing::scripted_random draws{0.0, 1.0};
+    coretry::retry_options o = idempotent();
+    o.random = &draws;
+    std::optional<coretry::outcome<int>> result;
+    coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, o, dep.factory(),
+                                       status_classifier{ms(700)},
+                                       [&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
+    runner.run();
+    REQUIRE(result);
+    REQUIRE(result->records.size() >= 1);
+    CHECK(result->records[0].end == ms(100 + late_ms));
+    // The planned wait ends 5 ms before the last useful instant.
+    CHECK(result->total_backoff == ms(745 - late_ms));
+    if (late_ms <= 5) {
+      CHECK(result->reason == stop_reason::succeeded);
+      REQUIRE(result->records.size() == 2);
+      CHECK(result->records[1].allowance >= 100ms);
+    } else {
+      CHECK(result->reason == stop_reason::deadline_exhausted);
+      CHECK(result->records.size() == 1);
+    }
+  }
+}
+
+TEST_CASE("contract: the same edge wait on a real steady_timer still leads to an attempt") {
+  asio::io_context io;
+  asio::steady_timer first(io);
+  int attempts = 0;
+  auto factory = [&](const coretry::attempt_context<std::chrono::steady_clock>&) {
+    ++attempts;
+    first.expires_after(attempts == 1 ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10));
+    const int status = attempts == 1 ? 503 : 200;
+    return first.async_wait(asio::deferred) |
+           asio::deferred([status](boost::system::error_code ec) { return asio::deferred.values(ec, status); });
+  };
+  coretry::testing::scripted_random draws{0.0, 1.0};
+  coretry::retry_options o = idempotent();
+  o.random = &draws;
+  std::optional<coretry::outcome<int>> result;
+  coretry::async_retry(io.get_executor(), coretry::policy{}, o, factory, status_classifier{ms(700)},
+                       [&](std::exception_ptr e, coretry::outcome<int> r) {
+                         CHECK_FALSE(e);
+                         result = std::move(r);
+                       });
+  io.run();
+  REQUIRE(result);
+  // A real timer fires a little late; how late depends on the machine, so
+  // this only asserts what the slack promises when that lateness is within it.
+  const auto late = result->records.size() == 2 ? result->records[1].start - ms(845) : coretry::duration::max();
+  if (late <= 5ms) {
+    CHECK(result->reason == stop_reason::succeeded);
+    CHECK(result->records.size() == 2);
+  } else {
+    MESSAGE("this machine's timer fired more than 5 ms late; outcome " << coretry::to_string(result->reason));
+  }
+}
+
+TEST_CASE("contract: an attempt that ignores cancellation is reported stuck and the runner sees a deadlock") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  recording_observer observer;
+  coretry::retry_options o = idempotent();
+  o.observer = &observer;
+  std::optional<asio::any_completion_handler<void(boost::system::error_code, int)>> kept;
+  bool called = false;
+  {
+    auto factory = [&](const context&) { return never_completes(kept); };
+    coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, o, factory, status_classifier{},
+                                       [&](std::exception_ptr, coretry::outcome<int>) { called = true; });
+    CHECK_THROWS_AS(runner.run(), coretry::testing::deadlock_error);
+  }
+  CHECK_FALSE(called);
+  CHECK(observer.stuck == 1);
+  CHECK(observer.stuck_attempt == 1);
+  // Cancelled at the attempt's deadline (250 ms), then every 10 ms until the
+  // overall deadline (1000 ms) and three repeats beyond it.
+  CHECK(observer.stuck_at == 1040ms);
+  // Once the attempt ends, the operation completes as usual.
+  REQUIRE(kept);
+  auto h = std::move(*kept);
+  kept.reset();
+  std::move(h)(asio::error::operation_aborted, 0);
+  runner.run();
+  CHECK(called);
+}
+
+TEST_CASE("contract: completion tokens and adapters") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  coretry::policy p;
+  SUBCASE("the default token is the executor's (deferred)") {
+    fake_dependency dep({{10ms}});
+    auto op = coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), dep.factory(),
+                                                 status_classifier{});
+    CHECK(dep.calls == 0); // nothing starts until the deferred operation is
+    std::optional<coretry::outcome<int>> result;
+    std::move(op)([&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
+    runner.run();
+    REQUIRE(result);
+    CHECK(result->reason == stop_reason::succeeded);
+  }
+  SUBCASE("a token in the classifier's place is taken as the token") {
+    fake_dependency dep({{10ms}});
+    std::optional<coretry::outcome<coretry::outcome<int>>> result;
+    // default_classifier on an awaitable<int>: errors decide.
+    coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), dep.factory(),
+                                       [&](std::exception_ptr, auto r) { (void)r; result.emplace(); });
+    runner.run();
+    CHECK(result);
+  }
+  SUBCASE("as_tuple and use_awaitable") {
+    fake_dependency dep({{10ms, {}, 503}, {10ms}});
+    coretry::testing::scripted_random draws{0.5};
+    coretry::retry_options o = idempotent();
+    o.random = &draws;
+    bool done = false;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          auto [e, r] = co_await coretry::async_retry<manual_timer>(io.get_executor(), p, o, dep.factory(),
+                                                                    status_classifier{},
+                                                                    asio::as_tuple(asio::use_awaitable));
+          CHECK_FALSE(e);
+          CHECK(r.reason == stop_reason::succeeded);
+          CHECK(r.attempts == 2);
+          done = true;
+        },
+        asio::detached);
+    runner.run();
+    CHECK(done);
+  }
+  SUBCASE("bind_allocator: the operation's memory comes from the handler's allocator") {
+    struct counts {
+      int allocations = 0;
+      int deallocations = 0;
+    };
+    counts c;
+    fake_dependency dep({{10ms}});
+    std::optional<coretry::outcome<int>> result;
+    coretry::async_retry<manual_timer>(
+        io.get_executor(), p, idempotent(), dep.factory(), status_classifier{},
+        asio::bind_allocator(counting_allocator<void>(&c.allocations, &c.deallocations),
+                             [&](std::exception_ptr, coretry::outcome<int> r) {
+                               // Freed before the handler is called.
+                               CHECK(c.allocations == c.deallocations);
+                               result = std::move(r);
+                             }));
+    runner.run();
+    REQUIRE(result);
+    CHECK(c.allocations > 0);
+    CHECK(c.allocations == c.deallocations);
+  }
+  SUBCASE("use_future from another thread") {
+    asio::io_context real;
+    asio::steady_timer work(real);
+    auto attempt = [&work](const coretry::attempt_context<std::chrono::steady_clock>&) {
+      work.expires_after(std::chrono::milliseconds(5));
+      return work.async_wait(asio::deferred);
+    };
+    auto future = coretry::async_retry(real.get_executor(), p, idempotent(), attempt, asio::use_future);
+    std::thread t([&] { real.run(); });
+    auto result = future.get();
+    t.join();
+    CHECK(result.reason == stop_reason::succeeded);
+  }
+  SUBCASE("a deferred sequence as the attempt") {
+    manual_timer t(io);
+    auto factory = [&](const context&) {
+      t.expires_after(20ms);
+      return t.async_wait(asio::deferred) |
+             asio::deferred([](boost::system::error_code ec) { return asio::deferred.values(ec, 200); });
+    };
+    std::optional<coretry::outcome<int>> result;
+    coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), factory, status_classifier{},
+                                       [&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
+    runner.run();
+    REQUIRE(result);
+    CHECK(result->reason == stop_reason::succeeded);
+    CHECK(result->value == 200);
+    CHECK(runner.elapsed() == 20ms);
+  }
+  SUBCASE("parallel_group: the losing retry is cancelled and says so") {
+    fake_dependency dep({{200ms}});
+    manual_timer race(io);
+    race.expires_after(30ms);
+    std::optional<coretry::outcome<int>> result;
+    asio::experimental::make_parallel_group(
+        coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), dep.factory(), status_classifier{},
+                                           asio::deferred),
+        race.async_wait(asio::deferred))
+        .async_wait(asio::experimental::wait_for_one(),
+                    [&](std::array<std::size_t, 2> order, std::exception_ptr, coretry::outcome<int> r,
+                        boost::system::error_code) {
+                      CHECK(order[0] == 1);
+                      result = std::move(r);
+                    });
+    runner.run();
+    REQUIRE(result);
+    CHECK(result->reason == stop_reason::cancelled);
+    CHECK(runner.elapsed() == 30ms);
+  }
+}
+
+TEST_CASE("contract: an attempt whose start throws after starting an operation is reported once") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  manual_timer started(io);
+  int calls = 0;
+  auto factory = [&](const context&) {
+    return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
+        [&started](auto handler) {
+          started.expires_after(10ms);
+          started.async_wait(asio::append(std::move(handler), 200));
+          throw std::runtime_error("started, then threw");
+        },
+        asio::deferred);
+  };
+  coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), factory, status_classifier{},
+                                     [&](std::exception_ptr e, coretry::outcome<int>) {
+                                       ++calls;
+                                       CHECK(e);
+                                     });
+  runner.run();
+  CHECK(calls == 1);
+}
+
+TEST_CASE("contract: coretry's codes compare equal to the portable conditions") {
+  const boost::system::error_code cancelled = coretry::stop_reason::cancelled;
+  const boost::system::error_code timed_out = coretry::attempt_error::timed_out;
+  CHECK(cancelled == boost::system::errc::operation_canceled);
+  CHECK(timed_out == boost::system::errc::timed_out);
+  CHECK(cancelled != boost::system::errc::timed_out);
+  const boost::system::error_code exhausted = coretry::stop_reason::deadline_exhausted;
+  CHECK(exhausted != boost::system::errc::timed_out);
+}
+
+TEST_CASE("contract: a manual timer set to expire after duration::max saturates like steady_timer") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  manual_timer t(io);
+  runner.run_for(1s);
+  t.expires_after(manual_clock::duration::max());
+  CHECK(t.expiry() == manual_clock::time_point::max());
+  bool fired = false;
+  t.async_wait([&](boost::system::error_code ec) { fired = !ec; });
+  runner.run_for(24h);
+  CHECK_FALSE(fired);
+  t.cancel();
+  runner.run_ready();
+}
+
+TEST_CASE("contract: a policy that leaves no time for any attempt is refused") {
+  coretry::policy p;
+  p.min_attempt_allowance = coretry::duration::zero();
+  p.completion_reserve = p.overall_deadline;
+  const auto problem = p.validate();
+  REQUIRE(problem);
+  CHECK(problem->find("no attempt could ever start") != std::string::npos);
+  p.timer_slack = -1ms;
+  p.completion_reserve = 50ms;
+  REQUIRE(p.validate());
+  CHECK(p.validate()->find("timer_slack") != std::string::npos);
+}

@@ -505,9 +505,12 @@ TEST_CASE("exceptions from the attempt propagate") {
   }
   SUBCASE("thrown by the classifier") {
     fake_dependency dependency{{{1ms}}};
-    attempts_started = 1;
     coretry::async_retry<manual_timer>(
-        io.get_executor(), p, options, dependency.factory(),
+        io.get_executor(), p, options,
+        [&](context) {
+          ++attempts_started;
+          return dependency.call();
+        },
         [](const boost::system::error_code&, int) -> coretry::verdict { throw std::logic_error("bad classifier"); },
         [&](std::exception_ptr e, coretry::outcome<int>) { caught = e != nullptr; });
     run_and_check();

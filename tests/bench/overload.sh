@@ -48,6 +48,9 @@ trap cleanup EXIT
 # Starts a program that prints "listening on URL"; sets $url and $pid.
 start() {
   local out=$1; shift
+  # Emptied here, before the program starts in the background: otherwise the
+  # loop below may read the previous program's address from the same file.
+  : >"$out"
   "$@" >"$out" 2>"$out.err" &
   pid=$!
   pids+=("$pid")

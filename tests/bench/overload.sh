@@ -7,16 +7,27 @@
 # and budget denials; and checks the mission bound under (b) with the budget:
 # amplification <= 1.1 + 20/N (N = bookstore requests that called pricing).
 #
+# Pricing's calls are counted in full: the entries of its /_log plus its
+# "dropped" count (the log keeps only the newest LOG_LIMIT entries). They are
+# reported beside the bookstore's own attempt counter (coretry_attempts_total,
+# which also counts attempts that never reached pricing), and the run fails
+# when the two cannot both be true: pricing counted more calls than the
+# bookstore made attempts, fewer calls than the bookstore answered 200 (each
+# of those needed one answered call), or a log that dropped entries without
+# being full or without saying how many.
+#
 #   tests/bench/overload.sh [BUILD_DIR] [SECONDS_PER_SCENARIO]
 #
 # BUILD_DIR defaults to build/release (cmake --preset release && cmake --build
 # --preset release --target coretry_cli coretry_bookstore_app). Needs wrk and
-# curl. Exits 1 if the bound is broken.
+# curl. Exits 1 if the bound is broken or a count check fails. LOG_LIMIT
+# (default 10000) is passed to the pricing server's --log-limit.
 set -euo pipefail
 
 build=${1:-build/release}
 seconds=${2:-10}
 connections=${CONNECTIONS:-32}
+log_limit=${LOG_LIMIT:-10000}
 coretry="$build/apps/cli/coretry"
 bookstore="$build/apps/bookstore/coretry-bookstore"
 for tool in "$coretry" "$bookstore"; do
@@ -37,6 +48,9 @@ trap cleanup EXIT
 # Starts a program that prints "listening on URL"; sets $url and $pid.
 start() {
   local out=$1; shift
+  # Emptied here, before the program starts in the background: otherwise the
+  # loop below may read the previous program's address from the same file.
+  : >"$out"
   "$@" >"$out" 2>"$out.err" &
   pid=$!
   pids+=("$pid")
@@ -51,7 +65,7 @@ start() {
 # The value of one sample of a Prometheus text.
 sample() { awk -v key="$2" 'index($0, key " ") == 1 { print $NF; found = 1 } END { if (!found) print 0 }' "$1"; }
 
-start "$work/pricing.out" "$coretry" faults --listen 127.0.0.1:0
+start "$work/pricing.out" "$coretry" faults --listen 127.0.0.1:0 --log-limit "$log_limit"
 pricing=$url
 pricing_pid=$pid
 
@@ -69,10 +83,11 @@ declare -A title=(
 )
 
 printf '%s\n' "wrk: $connections connections, 2 threads, ${seconds} s per scenario; bookstore: 2 threads, default policy (3 attempts, 1000 ms deadline, 250 ms per attempt)"
-printf '\n| scenario | budget | bookstore requests (N) | pricing requests | amplification | p50 | p99 | success | budget denials |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '\n| scenario | budget | bookstore requests (N) | bookstore attempts | pricing requests | amplification | p50 | p99 | success | budget denials |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 verdict=0
 bound_line=""
+count_problems=()
 for budget in on off; do
   for s in a b c d; do
     start "$work/book.out" "$bookstore" --listen 127.0.0.1:0 --pricing "$pricing${target[$s]}" --budget "$budget" --threads 2
@@ -89,7 +104,18 @@ for budget in on off; do
     done
     kill -TERM "$book_pid"
     wait "$book_pid" || { echo "bookstore exited with $?" >&2; exit 1; }
-    calls=$(curl -s "$pricing/_log" | grep -o '"method"' | wc -l)
+    # Every call pricing received: the entries its log kept plus the ones it
+    # dropped to stay within --log-limit.
+    curl -s "$pricing/_log" >"$work/log.json"
+    logged=$(grep -o '"method":' "$work/log.json" | wc -l)
+    dropped=$(grep -o '"dropped":[0-9]*' "$work/log.json" | cut -d: -f2)
+    if [[ -z $dropped ]]; then
+      count_problems+=("${title[$s]}, budget $budget: pricing's log has no \"dropped\" count; calls past its limit would go uncounted")
+      dropped=0
+    elif (( logged > log_limit || (dropped > 0 && logged != log_limit) )); then
+      count_problems+=("${title[$s]}, budget $budget: pricing's log holds $logged entries and dropped $dropped with a limit of $log_limit: entries were lost uncounted")
+    fi
+    calls=$((logged + dropped))
 
     route='route="/books/{id}"'
     n=$(sample "$work/metrics.txt" "coretry_operations_total{$route}")
@@ -101,10 +127,16 @@ for budget in on off; do
     p99=$(awk '$1 == "99%" { print $2 }' "$work/wrk.txt")
     amplification=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", n ? c / n : 0 }')
     success=$(awk -v ok="$ok" -v t="$total" 'BEGIN { printf "%.1f%%", t ? 100 * ok / t : 0 }')
-    printf '| %s | %s | %d | %d | %s | %s | %s | %s | %d |\n' "${title[$s]}" "$budget" "$n" "$calls" \
-      "$amplification" "$p50" "$p99" "$success" "$denied"
-    if [[ $attempts != "$calls" ]]; then
-      echo "note: bookstore counted $attempts attempts, pricing logged $calls requests" >&2
+    printf '| %s | %s | %d | %d | %d | %s | %s | %s | %s | %d |\n' "${title[$s]}" "$budget" "$n" "$attempts" \
+      "$calls" "$amplification" "$p50" "$p99" "$success" "$denied"
+    # An attempt is counted when it starts, whether or not it reaches pricing:
+    # pricing can see fewer calls than the attempts, never more.
+    if (( calls > attempts )); then
+      count_problems+=("${title[$s]}, budget $budget: pricing counted $calls calls ($logged logged + $dropped dropped), more than the bookstore's $attempts attempts")
+    fi
+    # A 200 from the bookstore carries pricing's answer: one call at least.
+    if (( calls < ok )); then
+      count_problems+=("${title[$s]}, budget $budget: pricing counted $calls calls ($logged logged + $dropped dropped), fewer than the bookstore's $ok answers 200")
     fi
     if [[ $s == b && $budget == on ]]; then
       bound=$(awk -v n="$n" 'BEGIN { printf "%.4f", 1.1 + 20 / n }')
@@ -120,5 +152,11 @@ for budget in on off; do
 done
 echo
 echo "$bound_line"
+if (( ${#count_problems[@]} > 0 )); then
+  for problem in "${count_problems[@]}"; do echo "FAIL: counts: $problem"; done
+  verdict=1
+else
+  echo "PASS: counts: in every scenario pricing's calls (logged + dropped) are between the bookstore's 200 answers and its attempts"
+fi
 kill -TERM "$pricing_pid"
 exit $verdict

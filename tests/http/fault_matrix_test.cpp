@@ -13,8 +13,13 @@
 
 #include <doctest/doctest.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -38,6 +43,29 @@ const char* name(method m) {
 struct expectation {
   stop_reason reason;
   unsigned attempts;
+};
+
+/// A directory of this run's own under the system temporary directory
+/// (mkdtemp: a fresh name, mode 0700), removed with its contents at the end
+/// of the scope, however the test leaves it. Two runs never share a file.
+class run_directory {
+public:
+  run_directory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "coretry-matrix-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
+    path_ = pattern;
+  }
+  ~run_directory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  run_directory(const run_directory&) = delete;
+  run_directory& operator=(const run_directory&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
 };
 
 struct fault_row {
@@ -94,8 +122,14 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
     tls_options.tls = true;
     tls_options.pki = coretry::faults::generate_test_pki(untrusted);
     coretry::faults::fault_server tls(server_io, tls_options);
-    const std::string ca_file = std::filesystem::temp_directory_path() / "coretry-matrix-ca.pem";
-    std::ofstream(ca_file) << tls.ca_certificate_pem();
+    const run_directory scratch;
+    const std::string ca_file = scratch.path() / "ca.pem";
+    {
+      std::ofstream out(ca_file);
+      out << tls.ca_certificate_pem();
+      out.flush();
+      REQUIRE(out.good());
+    }
     std::thread server_thread([&] { server_io.run(); });
     unsigned short refused_port;
     {
@@ -162,7 +196,6 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
     tls.stop();
     guard.reset();
     server_thread.join();
-    std::filesystem::remove(ca_file);
   }
   CHECK(coretry_tests::open_sockets() == sockets_before);
 }

@@ -48,6 +48,32 @@ namespace beast_http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
+namespace {
+
+class response_error_category_impl final : public boost::system::error_category {
+public:
+  const char* name() const noexcept override { return "coretry.http.response"; }
+  std::string message(int value) const override {
+    switch (static_cast<response_error>(value)) {
+    case response_error::line_too_long:
+      return "response line too long (a chunk-size line, chunk extension or trailer section over the line limit)";
+    case response_error::too_many_interim_responses: return "too many interim (1xx) responses";
+    }
+    return "unknown response error";
+  }
+};
+
+} // namespace
+
+const boost::system::error_category& response_error_category() noexcept {
+  static const response_error_category_impl category;
+  return category;
+}
+
+boost::system::error_code make_error_code(response_error e) noexcept {
+  return {static_cast<int>(e), response_error_category()};
+}
+
 namespace detail {
 
 struct origin {
@@ -342,6 +368,7 @@ client_options checked(client_options o) {
   if (o.pool_idle_timeout < duration::zero()) refuse("pool_idle_timeout must not be negative");
   if (o.max_connections_per_origin == 0) refuse("max_connections_per_origin must be at least 1");
   if (o.header_limit == 0) refuse("header_limit must be at least 1 byte");
+  if (o.line_limit == 0) refuse("line_limit must be at least 1 byte");
   return o;
 }
 
@@ -486,13 +513,19 @@ asio::awaitable<error_code> establish(client_state& state, const origin& where, 
   }
   socket.set_option(tcp::no_delay(true));
   state.pool.note_opened();
+  // The read buffer's bound is what limits a chunk-size line, its
+  // extensions and the trailers: Beast 1.81's parser waits for a whole line
+  // however long it is.
+  const std::size_t buffer_limit = std::size_t{state.options.header_limit} + state.options.line_limit;
   if (!where.tls) {
     held.attach(std::make_unique<connection>(std::move(socket)));
+    held.get()->buffer.max_size(buffer_limit);
     co_return error_code{};
   }
 
   x.reached = stage::handshaking;
   held.attach(std::make_unique<connection>(std::move(socket), state.tls()));
+  held.get()->buffer.max_size(buffer_limit);
   auto& stream = std::get<ssl::stream<tcp::socket>>(held.get()->stream);
   // SNI carries host names only, never address literals (RFC 6066 §3).
   if (!is_ip_literal(where.host) && !SSL_set_tlsext_host_name(stream.native_handle(), where.host.c_str()))
@@ -546,7 +579,13 @@ asio::awaitable<error_code> read_response(client_state& state, Stream& stream, c
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
 
     const std::size_t size = beast::read_size(conn.buffer, 65536);
-    if (size == 0) co_return beast_http::error::buffer_overflow;
+    if (size == 0) {
+      // The buffer is full of one unfinished line: the header is bounded by
+      // the parser's own limit, so this is a chunk-size line, an extension
+      // or the trailers.
+      co_return parser.is_header_done() ? error_code(response_error::line_too_long)
+                                        : error_code(beast_http::error::header_limit);
+    }
     const auto space = conn.buffer.prepare(size);
     error_code ec;
     std::size_t n = 0;
@@ -594,8 +633,13 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
 
   x.reached = stage::reading;
   // Interim responses (100 Continue, 103 Early Hints) come before the final
-  // one (RFC 9110 §15.2): each is read with a fresh parser and skipped.
-  for (;;) {
+  // one (RFC 9110 §15.2): each is read with a fresh parser and skipped, up to
+  // a bound: a server sending them forever would hold the attempt to its end.
+  for (unsigned interim = 0;; ++interim) {
+    if (interim > state.options.max_interim_responses) {
+      x.error = response_error::too_many_interim_responses;
+      co_return;
+    }
     beast_http::response_parser<beast_http::string_body> parser;
     parser.header_limit(state.options.header_limit);
     parser.body_limit(state.options.body_limit);
@@ -821,6 +865,14 @@ asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state
 verdict client::classify(const detail::prepared_request& request, const error_code& ec, const exchange& x) {
   for (const auto& extension : request.classifiers)
     if (auto v = extension(ec, x)) return *v;
+  // The client's own refusals of a response: the server would send the same.
+  if (!ec && x.error.category() == response_error_category()) {
+    switch (static_cast<response_error>(x.error.value())) {
+    case response_error::line_too_long: return verdict::permanent("response_line_too_long", delivery::unknown);
+    case response_error::too_many_interim_responses:
+      return verdict::permanent("too_many_interim_responses", delivery::unknown);
+    }
+  }
   return classify_exchange(ec, x);
 }
 

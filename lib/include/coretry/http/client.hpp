@@ -36,6 +36,14 @@ struct client_options {
   /// Response limits (Beast's defaults); exceeding one is permanent.
   std::uint32_t header_limit = 8 * 1024;
   std::uint64_t body_limit = 8 * 1024 * 1024;
+  /// Longest chunk-size line (with its extensions) and trailer section of a
+  /// chunked body. The connection's read buffer holds at most
+  /// header_limit + line_limit bytes, whatever the server sends: a line that
+  /// does not fit ends the attempt with response_error::line_too_long.
+  std::uint32_t line_limit = 4 * 1024;
+  /// Interim (1xx) responses skipped before the final one; one more ends
+  /// the attempt with response_error::too_many_interim_responses.
+  unsigned max_interim_responses = 8;
   /// An extra trust anchor (PEM) besides the system's store.
   std::string ca_file;
   /// Peer verification is on unless a caller turns it off explicitly.
@@ -83,6 +91,17 @@ struct pool_stats {
   std::uint64_t connections_opened = 0;
   std::uint64_t stale_discarded = 0; ///< idle connections found closed by the server
 };
+
+/// What the client refuses in a response beyond Beast's own errors
+/// (header_limit, body_limit). Each one is permanent: the server would send
+/// the same again.
+enum class response_error {
+  line_too_long = 1,          ///< a chunk-size line, chunk extension or trailer section over line_limit
+  too_many_interim_responses, ///< more 1xx responses than max_interim_responses
+};
+
+const boost::system::error_category& response_error_category() noexcept;
+boost::system::error_code make_error_code(response_error e) noexcept;
 
 namespace detail {
 struct client_state;
@@ -155,5 +174,8 @@ auto client::async_send(std::string_view url, request req, const request_options
 }
 
 } // namespace coretry::http
+
+template <>
+struct boost::system::is_error_code_enum<coretry::http::response_error> : std::true_type {};
 
 #endif

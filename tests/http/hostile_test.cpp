@@ -1,0 +1,166 @@
+// The HTTP client against hostile servers: raw sockets on loopback, each
+// connection scripted byte by byte. The clean end is asserted: the stop
+// reason, what reached the server, and (outside sanitizers) memory.
+
+#include "hostile_server.hpp"
+
+#include <coretry/http/client.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace asio = boost::asio;
+namespace beast_http = boost::beast::http;
+using namespace std::chrono_literals;
+using coretry::stop_reason;
+using coretry_tests::hostile_server;
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
+
+/// This process's resident memory, in bytes (VmRSS of /proc/self/status).
+std::size_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  FAIL("no VmRSS in /proc/self/status");
+  return 0;
+}
+
+coretry::policy hostile_policy() {
+  coretry::policy p;
+  p.overall_deadline = 10s;
+  p.attempt_limit = 8s;
+  p.min_attempt_allowance = 10ms;
+  p.completion_reserve = 0ms;
+  p.backoff.initial_window = 20ms;
+  p.backoff.max_window = 40ms;
+  p.server_delay_spread = 10ms;
+  return p;
+}
+
+struct client_harness {
+  explicit client_harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
+
+  coretry::http::result send(beast_http::verb method, const std::string& url, coretry::policy p = hostile_policy()) {
+    coretry::http::request req(method, "", 11);
+    coretry::http::request_options options;
+    options.policy = p;
+    std::optional<coretry::http::result> result;
+    client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
+      REQUIRE_FALSE(e);
+      result = std::move(r);
+    });
+    io.run();
+    io.restart();
+    REQUIRE(result);
+    return std::move(*result);
+  }
+
+  asio::io_context io;
+  coretry::http::client client;
+};
+
+/// Sends `prefix`, then `filler` again and again until the client goes away
+/// (or `cap` bytes: a client without bounds would otherwise never stop).
+hostile_server::script endless(std::string prefix, std::string filler, std::size_t cap = 512u << 20) {
+  return [prefix = std::move(prefix), filler = std::move(filler), cap](hostile_server::peer& peer) {
+    if (!peer.read_request()) return;
+    if (!peer.send(prefix)) return;
+    std::string block;
+    while (block.size() < 64 * 1024) block += filler;
+    for (std::size_t sent = 0; sent < cap; sent += block.size())
+      if (!peer.send(block)) return;
+  };
+}
+
+/// One endless-response case: the attempt ends at once, permanently, with
+/// `expected`; memory stays bounded.
+void check_bounded(const hostile_server::script& script, const std::string& expected_category,
+                   boost::system::error_code expected) {
+  hostile_server server(script);
+  client_harness h;
+  const std::size_t before = resident_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = h.send(beast_http::verb::get, server.url() + "/endless");
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::size_t after = resident_bytes();
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.attempts == 1);
+  REQUIRE(r.records.size() == 1);
+  CHECK(r.records[0].classified.category == expected_category);
+  CHECK(r.value->error == expected);
+  CHECK(took < 2s);
+  CHECK(h.client.stats().open == 0);
+  CHECK(server.connections() == 1);
+  if (!sanitized) {
+    CAPTURE(before);
+    CAPTURE(after);
+    CHECK(after < before + (64u << 20));
+  }
+}
+
+} // namespace
+
+TEST_CASE("hostile: an endless chunk-size line is refused at once, with bounded memory") {
+  check_bounded(endless("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x=", "a"), "response_line_too_long",
+                coretry::http::response_error::line_too_long);
+}
+
+TEST_CASE("hostile: endless trailers are refused at once, with bounded memory") {
+  check_bounded(endless("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n",
+                        "X-Trailer: aaaaaaaaaaaaaaaa\r\n"),
+                "response_line_too_long", coretry::http::response_error::line_too_long);
+}
+
+TEST_CASE("hostile: an endless stream of interim responses is refused at once") {
+  check_bounded(endless("", "HTTP/1.1 100 Continue\r\n\r\n"), "too_many_interim_responses",
+                coretry::http::response_error::too_many_interim_responses);
+}
+
+TEST_CASE("hostile: interim responses up to the limit are skipped") {
+  coretry::http::client_options options;
+  options.max_interim_responses = 3;
+  std::string three;
+  for (int i = 0; i < 3; ++i) three += "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n";
+  hostile_server server([&](hostile_server::peer& peer) {
+    if (peer.read_request()) peer.send(three + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    peer.wait_for_close();
+  });
+  client_harness h(options);
+  const auto r = h.send(beast_http::verb::get, server.url() + "/three");
+  REQUIRE(r.succeeded());
+  CHECK(r.value->res->body() == "ok");
+}
+
+TEST_CASE("hostile: a chunk extension within the line limit is accepted") {
+  coretry::http::client_options options;
+  options.line_limit = 256;
+  hostile_server server([](hostile_server::peer& peer) {
+    if (peer.read_request())
+      peer.send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;name=" + std::string(100, 'v') +
+                "\r\nok\r\n0\r\n\r\n");
+    peer.wait_for_close();
+  });
+  client_harness h(options);
+  const auto r = h.send(beast_http::verb::get, server.url() + "/ext");
+  REQUIRE(r.succeeded());
+  CHECK(r.value->res->body() == "ok");
+}

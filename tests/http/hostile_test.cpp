@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <optional>
+#include <thread>
 #include <string>
 
 namespace asio = boost::asio;
@@ -163,4 +164,123 @@ TEST_CASE("hostile: a chunk extension within the line limit is accepted") {
   const auto r = h.send(beast_http::verb::get, server.url() + "/ext");
   REQUIRE(r.succeeded());
   CHECK(r.value->res->body() == "ok");
+}
+
+namespace {
+
+/// Answers every request on its connection with a 200 whose body is `body`.
+hostile_server::script answers(std::string body) {
+  return [body = std::move(body)](hostile_server::peer& peer) {
+    while (peer.read_request())
+      if (!peer.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body)) return;
+  };
+}
+
+/// Answers the first request with `answer`, then, 20 ms later and unasked,
+/// sends `unsolicited`; a request that still comes on this connection gets
+/// nothing more.
+hostile_server::script then_unsolicited(std::string answer, std::string unsolicited) {
+  return [answer = std::move(answer), unsolicited = std::move(unsolicited)](hostile_server::peer& peer) {
+    if (!peer.read_request() || !peer.send(answer)) return;
+    std::this_thread::sleep_for(20ms);
+    if (!peer.send(unsolicited)) return;
+    peer.wait_for_close();
+  };
+}
+
+} // namespace
+
+TEST_CASE("hostile: an unsolicited 200 after a 503 is never the retry's answer") {
+  hostile_server server({then_unsolicited("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
+                                          "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSTALE!"),
+                         answers("fresh")});
+  client_harness h;
+  const auto r = h.send(beast_http::verb::get, server.url() + "/a");
+  REQUIRE(r.succeeded());
+  CHECK(r.attempts == 2);
+  CHECK(r.records[0].classified.category == "http_503");
+  CHECK(r.value->res->body() == "fresh");
+  CHECK_FALSE(r.value->reused_connection);
+  CHECK(server.connections() == 2);
+  CHECK(h.client.stats().stale_discarded == 1);
+}
+
+TEST_CASE("hostile: stray bytes after a 503 leave it a retryable 503") {
+  hostile_server server({then_unsolicited("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
+                                          "garbage"),
+                         answers("fresh")});
+  client_harness h;
+  const auto r = h.send(beast_http::verb::get, server.url() + "/a");
+  REQUIRE(r.succeeded());
+  CHECK(r.attempts == 2);
+  CHECK(r.records[0].classified.category == "http_503");
+  CHECK(r.value->res->body() == "fresh");
+  CHECK(server.connections() == 2);
+}
+
+TEST_CASE("hostile: a body sent after a HEAD response does not poison the next request") {
+  hostile_server server({then_unsolicited("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "hello"), answers("fresh")});
+  client_harness h;
+  const auto head = h.send(beast_http::verb::head, server.url() + "/h");
+  REQUIRE(head.succeeded());
+  CHECK(head.value->res->body().empty());
+  std::this_thread::sleep_for(100ms); // the stray body arrives while the connection is idle
+  const auto next = h.send(beast_http::verb::get, server.url() + "/g");
+  REQUIRE(next.succeeded());
+  CHECK(next.attempts == 1);
+  CHECK(next.value->res->body() == "fresh");
+  CHECK_FALSE(next.value->reused_connection);
+  CHECK(server.connections() == 2);
+}
+
+TEST_CASE("hostile: a 408 sent on an idle connection is not the answer to the next GET") {
+  hostile_server server(
+      {then_unsolicited("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst",
+                        "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"),
+       answers("second")});
+  client_harness h;
+  REQUIRE(h.send(beast_http::verb::get, server.url() + "/1").succeeded());
+  std::this_thread::sleep_for(100ms);
+  const auto r = h.send(beast_http::verb::get, server.url() + "/2");
+  REQUIRE(r.succeeded());
+  CHECK(r.attempts == 1);
+  CHECK(r.records[0].classified.category == "http_2xx");
+  CHECK(r.value->res->body() == "second");
+  CHECK(server.connections() == 2);
+  const auto seen = server.requests();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[1].rfind("GET /2 ", 0) == 0);
+}
+
+TEST_CASE("hostile: a 204 and a 304 leave nothing for the next exchange") {
+  hostile_server server({[](hostile_server::peer& peer) {
+                           if (!peer.read_request()) return;
+                           // A 204 has no body whatever it announces; the bytes after it are stray.
+                           peer.send("HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\n");
+                           std::this_thread::sleep_for(20ms);
+                           peer.send("junk");
+                           peer.wait_for_close();
+                         },
+                         [](hostile_server::peer& peer) {
+                           if (!peer.read_request()) return;
+                           peer.send("HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\n\r\n");
+                           std::this_thread::sleep_for(20ms);
+                           peer.send("junk");
+                           peer.wait_for_close();
+                         },
+                         answers("clean")});
+  client_harness h;
+  const auto no_content = h.send(beast_http::verb::get, server.url() + "/204");
+  REQUIRE(no_content.value->res);
+  CHECK(no_content.value->res->result_int() == 204);
+  std::this_thread::sleep_for(100ms);
+  const auto not_modified = h.send(beast_http::verb::get, server.url() + "/304");
+  REQUIRE(not_modified.value->res);
+  CHECK(not_modified.value->res->result_int() == 304);
+  CHECK_FALSE(not_modified.value->reused_connection);
+  std::this_thread::sleep_for(100ms);
+  const auto last = h.send(beast_http::verb::get, server.url() + "/last");
+  REQUIRE(last.succeeded());
+  CHECK(last.value->res->body() == "clean");
+  CHECK(server.connections() == 3);
 }

@@ -128,9 +128,17 @@ struct connection {
     return std::get<ssl::stream<tcp::socket>>(stream).next_layer();
   }
 
-  /// True when the server closed an idle connection (or sent bytes nobody
-  /// asked for): checked without blocking before the connection is reused.
+  /// True when the server closed an idle connection or sent bytes nobody
+  /// asked for (a 408, a body after a HEAD response, an early answer):
+  /// checked without blocking before the connection is reused, whatever the
+  /// request's method. Such bytes must never be read as the answer to a
+  /// request written after them.
   bool is_stale() {
+    if (auto* tls = std::get_if<ssl::stream<tcp::socket>>(&stream)) {
+      // Records the TLS layer already took off the socket, decrypted or not.
+      SSL* native = tls->native_handle();
+      if (SSL_pending(native) > 0 || BIO_ctrl_pending(SSL_get_rbio(native)) > 0) return true;
+    }
     char byte;
     const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0) return !(errno == EAGAIN || errno == EWOULDBLOCK);
@@ -184,17 +192,17 @@ public:
       for (auto& conn : o.idle) conn->close();
   }
 
-  /// A lease now, if a connection or a permit is free. `check_stale` looks at
-  /// an idle connection before handing it out (one system call); requests
-  /// that may be repeated skip it and find out by using it instead.
-  std::optional<lease> try_lease(const std::string& key, bool check_stale) {
+  /// A lease now, if a connection or a permit is free. An idle connection is
+  /// looked at before it is handed out (one system call): one the server
+  /// closed, or that holds bytes nobody asked for, is closed instead.
+  std::optional<lease> try_lease(const std::string& key) {
     std::lock_guard lock(mutex_);
     per_origin& o = origins_[key];
     const auto now = std::chrono::steady_clock::now();
     while (!o.idle.empty()) {
       std::unique_ptr<connection> conn = std::move(o.idle.back());
       o.idle.pop_back();
-      if (now - conn->idle_since <= idle_timeout_ && !(check_stale && conn->is_stale())) {
+      if (now - conn->idle_since <= idle_timeout_ && !conn->is_stale()) {
         ++o.leased;
         return lease(this, key, std::move(conn));
       }
@@ -780,7 +788,7 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
   const std::string& key = prepared->where.key;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   for (;;) {
-    std::optional<lease> held = state->pool.try_lease(key, !prepared->repeatable);
+    std::optional<lease> held = state->pool.try_lease(key);
     while (!held) {
       if (cancellation_requested(cancel_state)) {
         x.error = asio::error::operation_aborted;
@@ -791,7 +799,7 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
         x.error = ec;
         co_return;
       }
-      if (auto again = state->pool.try_lease(key, !prepared->repeatable)) held.emplace(std::move(*again));
+      if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
     }
 
     if (held->get()) {
@@ -823,9 +831,9 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
       co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, x, keep_alive, answered);
 
     // A repeatable request that found its reused connection closed by the
-    // server, before a byte of answer, goes again on a fresh one within the
-    // same attempt: what the stale check would have done, without its cost
-    // on every reuse. The closed connection is dropped with its lease.
+    // server after the check before reuse, before a byte of answer, goes
+    // again on a fresh one within the same attempt. The closed connection is
+    // dropped with its lease.
     if (x.reused_connection && !answered && closed_by_peer(x.error) && prepared->repeatable &&
         !cancellation_requested(cancel_state)) {
       state->pool.note_stale();

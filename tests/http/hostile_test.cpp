@@ -284,3 +284,148 @@ TEST_CASE("hostile: a 204 and a 304 leave nothing for the next exchange") {
   CHECK(last.value->res->body() == "clean");
   CHECK(server.connections() == 3);
 }
+
+TEST_CASE("strict URLs: the authority is what the text says") {
+  const auto nip = coretry::http::parse_url("http://127.0.0.1.nip.io:8080/a");
+  CHECK(nip.host == "127.0.0.1.nip.io");
+  CHECK(nip.port == 8080);
+  CHECK(nip.explicit_port);
+  CHECK(nip.target == "/a");
+  CHECK_FALSE(nip.user);
+
+  const auto mixed = coretry::http::parse_url("https://Books.Example.COM/x?y=1#section");
+  CHECK(mixed.tls);
+  CHECK(mixed.host == "books.example.com");
+  CHECK(mixed.port == 443);
+  CHECK_FALSE(mixed.explicit_port);
+  CHECK(mixed.target == "/x?y=1");
+
+  const auto v6 = coretry::http::parse_url("http://[::1]:81");
+  CHECK(v6.host == "::1");
+  CHECK(v6.port == 81);
+  CHECK(v6.target == "/");
+  CHECK(coretry::http::parse_url("http://example.com?q=1").target == "/?q=1");
+  CHECK(coretry::http::parse_url("http://exa%6Dple.com/").host == "example.com");
+}
+
+TEST_CASE("strict URLs: hosts, ports and paths that are not what they seem are refused") {
+  for (const char* url : {"http://localhost%00.allowed.example.com:8080/", "http://a%2fb.example.com/",
+                          "http://a%20b/", "http://evil.com%23.allowed.example.com/", "http://a..b/", "http://%zz/",
+                          "http://host:0/", "http://host:65536/", "http://host:8x/", "http://host:1:2/",
+                          "http://[fe80::1%25eth0]/", "http://[::1/", "http:///path", "http:no-authority",
+                          "http://:80/"}) {
+    CAPTURE(url);
+    CHECK_THROWS_AS(coretry::http::parse_url(url), std::invalid_argument);
+  }
+  CHECK_THROWS_WITH_AS(coretry::http::parse_url("http://localhost%00.allowed.example.com/"),
+                       doctest::Contains("not a DNS name"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(coretry::http::parse_url("http://host:99999/"), doctest::Contains("port"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("strict URLs: a percent-encoded NUL in the host sends nothing") {
+  hostile_server server(answers("reached"));
+  client_harness h;
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  const std::string url = "http://localhost%00.allowed.example.com:" + std::to_string(server.port()) + "/";
+  CHECK_THROWS_WITH_AS(h.client.async_send(url, req, {}, [](std::exception_ptr, coretry::http::result) {}),
+                       doctest::Contains("not a DNS name"), std::invalid_argument);
+  h.io.run();
+  CHECK(h.client.stats().lookups == 0);
+  CHECK(server.connections() == 0);
+}
+
+TEST_CASE("strict URLs: the name looked up is the one sent in Host, and a target must begin with '/'") {
+  hostile_server server(answers("ok"));
+  client_harness h;
+  const auto r = h.send(beast_http::verb::get, "http://LocalHost:" + std::to_string(server.port()) + "/a?b=c#frag");
+  REQUIRE(r.succeeded());
+  CHECK(h.client.stats().lookups == 1);
+  const auto seen = server.requests();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].rfind("GET /a?b=c HTTP/1.1\r\n", 0) == 0);
+  CHECK(seen[0].find("\r\nHost: localhost:" + std::to_string(server.port()) + "\r\n") != std::string::npos);
+
+  coretry::http::request relative(beast_http::verb::get, "books/1", 11);
+  CHECK_THROWS_WITH_AS(h.client.async_send(server.url(), relative, {}, [](std::exception_ptr, coretry::http::result) {}),
+                       doctest::Contains("must begin with '/'"), std::invalid_argument);
+  CHECK(server.requests().size() == 1);
+}
+
+TEST_CASE("the library refuses requests that are not what they say, and sends nothing") {
+  hostile_server server(answers("reached"));
+  client_harness h;
+  const auto refused = [&](coretry::http::request req, const char* named) {
+    CAPTURE(named);
+    CHECK_THROWS_WITH_AS(h.client.async_send(server.url() + "/x", std::move(req), {},
+                                             [](std::exception_ptr, coretry::http::result) {}),
+                         doctest::Contains(named), std::invalid_argument);
+  };
+  coretry::http::request split(beast_http::verb::get, "", 11);
+  split.method_string("GET / HTTP/1.1\r\nHost: elsewhere\r\n\r\nGET");
+  refused(split, "method");
+  coretry::http::request spaced(beast_http::verb::get, "", 11);
+  spaced.method_string("GE T");
+  refused(spaced, "method");
+  coretry::http::request name(beast_http::verb::get, "", 11);
+  name.set("X(Bad)\t", "v");
+  refused(name, "header name");
+  coretry::http::request colon(beast_http::verb::get, "", 11);
+  colon.set("X-A: b", "v");
+  refused(colon, "header name");
+  coretry::http::request nul(beast_http::verb::get, "", 11);
+  nul.set("X-Nul", std::string("a\0b", 3));
+  refused(nul, "X-Nul");
+  coretry::http::request lf(beast_http::verb::get, "", 11);
+  lf.set("X-Lf", "a\nInjected: 1");
+  refused(lf, "X-Lf");
+  coretry::http::request both(beast_http::verb::post, "", 11);
+  both.set(beast_http::field::transfer_encoding, "gzip");
+  both.body() = "abc";
+  refused(both, "both Content-Length and Transfer-Encoding");
+  h.io.run();
+  h.io.restart();
+  CHECK(server.connections() == 0);
+
+  // A custom method that is a token, and a tab inside a value, are fine.
+  coretry::http::request custom(beast_http::verb::get, "", 11);
+  custom.method_string("PROPFIND");
+  custom.set("X-Tabbed", "a\tb");
+  coretry::http::request_options options;
+  options.policy = hostile_policy();
+  std::optional<coretry::http::result> result;
+  h.client.async_send(server.url() + "/x", std::move(custom), options,
+                      [&](std::exception_ptr, coretry::http::result r) { result = std::move(r); });
+  h.io.run();
+  REQUIRE(result);
+  CHECK(result->succeeded());
+  REQUIRE(server.requests().size() == 1);
+  CHECK(server.requests()[0].rfind("PROPFIND /x HTTP/1.1\r\n", 0) == 0);
+}
+
+TEST_CASE("userinfo in a URL is sent as Basic authorization to that origin, never in Host") {
+  hostile_server server(answers("ok"));
+  client_harness h;
+  const std::string port = std::to_string(server.port());
+  const auto r = h.send(beast_http::verb::get, "http://Aladdin:open%20sesame@127.0.0.1:" + port + "/private");
+  REQUIRE(r.succeeded());
+  const auto seen = server.requests();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].find("\r\nAuthorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==\r\n") != std::string::npos);
+  CHECK(seen[0].find("\r\nHost: 127.0.0.1:" + port + "\r\n") != std::string::npos);
+  CHECK(seen[0].find("Aladdin") == std::string::npos);
+
+  // A caller's own Authorization wins over the URL's.
+  coretry::http::request own(beast_http::verb::get, "", 11);
+  own.set(beast_http::field::authorization, "Bearer t0ken");
+  coretry::http::request_options options;
+  options.policy = hostile_policy();
+  std::optional<coretry::http::result> result;
+  h.client.async_send("http://user:pass@127.0.0.1:" + port + "/own", std::move(own), options,
+                      [&](std::exception_ptr, coretry::http::result res) { result = std::move(res); });
+  h.io.run();
+  REQUIRE(result);
+  REQUIRE(server.requests().size() == 2);
+  CHECK(server.requests()[1].find("\r\nAuthorization: Bearer t0ken\r\n") != std::string::npos);
+  CHECK(server.requests()[1].find("Basic") == std::string::npos);
+}

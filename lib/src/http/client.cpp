@@ -74,6 +74,153 @@ boost::system::error_code make_error_code(response_error e) noexcept {
   return {static_cast<int>(e), response_error_category()};
 }
 
+namespace {
+
+[[noreturn]] void refuse_url(std::string_view url, const std::string& problem) {
+  throw std::invalid_argument("coretry::http: " + problem + ": " + redact_url(url));
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// Percent-decodes `text`; nullopt for a malformed escape.
+std::optional<std::string> percent_decoded(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int high = hex_value(text[i + 1]);
+    const int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+/// A DNS name (letters, digits, '-', '_', dots between non-empty labels of
+/// at most 63 characters, 253 in all, one final dot allowed) or an IPv4
+/// address, which has the same shape.
+bool is_dns_name(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  if (name.empty() || name.size() > 253) return false;
+  std::size_t label = 0;
+  for (const char c : name) {
+    if (c == '.') {
+      if (label == 0) return false;
+      label = 0;
+      continue;
+    }
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    if (!allowed || ++label > 63) return false;
+  }
+  return label != 0;
+}
+
+std::string base64(std::string_view bytes) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    std::uint32_t group = 0;
+    for (std::size_t k = 0; k < 3; ++k)
+      group = (group << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (std::size_t k = 0; k < 4; ++k) out += k <= n ? alphabet[(group >> (18 - 6 * k)) & 0x3f] : '=';
+  }
+  return out;
+}
+
+} // namespace
+
+url_parts parse_url(std::string_view url) {
+  // Boost.URL checks the URL's grammar and scheme; the authority is then
+  // read from the text itself, so that what is looked up is what it says.
+  auto parsed = boost::urls::parse_uri(url);
+  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + redact_url(url));
+  const auto scheme = parsed->scheme_id();
+  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
+    throw std::invalid_argument("coretry::http: URL scheme must be http or https, not '" +
+                                std::string(parsed->scheme()) + "'");
+  url_parts parts;
+  parts.tls = scheme == boost::urls::scheme::https;
+  std::string_view rest = url.substr(parsed->scheme().size() + 1);
+  if (rest.substr(0, 2) != "//") refuse_url(url, "URL has no host");
+  rest.remove_prefix(2);
+  const std::size_t authority_end = std::min(rest.find_first_of("/?#"), rest.size());
+  std::string_view authority = rest.substr(0, authority_end);
+  rest.remove_prefix(authority_end);
+
+  if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority.remove_prefix(at + 1);
+    const std::size_t colon = userinfo.find(':');
+    auto user = percent_decoded(userinfo.substr(0, colon));
+    auto password = percent_decoded(colon == std::string_view::npos ? std::string_view{} : userinfo.substr(colon + 1));
+    if (!user || !password) refuse_url(url, "URL userinfo has a malformed percent escape");
+    if (!userinfo.empty()) {
+      parts.user = std::move(*user);
+      parts.password = std::move(*password);
+    }
+  }
+
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) refuse_url(url, "URL has an unterminated IPv6 address");
+    const std::string_view inside = authority.substr(1, close - 1);
+    if (inside.find('%') != std::string_view::npos) refuse_url(url, "URL IPv6 zone identifiers are not supported");
+    error_code ec;
+    const auto address = asio::ip::make_address_v6(std::string(inside), ec);
+    if (ec) refuse_url(url, "URL host is not a valid IPv6 address");
+    parts.host = address.to_string();
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && after.front() != ':') refuse_url(url, "URL has characters after its IPv6 address");
+    if (!after.empty()) port_text = after.substr(1);
+    if (!after.empty()) parts.explicit_port = true;
+  } else {
+    const std::size_t colon = authority.find(':');
+    const std::string_view host_text = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      parts.explicit_port = true;
+    }
+    if (host_text.empty()) refuse_url(url, "URL has no host");
+    const auto host = percent_decoded(host_text);
+    if (!host || !is_dns_name(*host))
+      refuse_url(url, "URL host is not a DNS name or an IP address (percent escapes included)");
+    parts.host = *host;
+    std::transform(parts.host.begin(), parts.host.end(), parts.host.begin(),
+                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+  }
+  if (port_text.empty()) {
+    parts.explicit_port = false;
+    parts.port = parts.tls ? 443 : 80;
+  } else {
+    unsigned port = 0;
+    const char* const end = port_text.data() + port_text.size();
+    const auto [stop, problem] = std::from_chars(port_text.data(), end, port);
+    if (problem != std::errc{} || stop != end || port == 0 || port > 65535 || port_text.size() > 5)
+      refuse_url(url, "URL port must be a number from 1 to 65535");
+    parts.port = static_cast<std::uint16_t>(port);
+  }
+
+  const std::string_view path_and_query = rest.substr(0, rest.find('#'));
+  if (!path_and_query.empty() && path_and_query.front() != '/' && path_and_query.front() != '?')
+    refuse_url(url, "URL path must begin with '/'");
+  parts.target = path_and_query.empty() || path_and_query.front() == '?' ? "/" : "";
+  parts.target += path_and_query;
+  return parts;
+}
+
 namespace detail {
 
 struct origin {
@@ -83,21 +230,57 @@ struct origin {
   std::string key; // "https://host:port": the pool's key
 };
 
-/// The name of the first header that would break the request's framing.
-std::optional<std::string> invalid_header(const request& req) {
-  for (const auto& field : req)
-    if (field.value().find_first_of("\r\n") != std::string_view::npos ||
-        field.name_string().find_first_of("\r\n: ") != std::string_view::npos)
-      return std::string(field.name_string());
-  return std::nullopt;
+/// RFC 9110 §5.6.2: a token, as method and field names must be.
+bool is_token(std::string_view text) {
+  static constexpr std::string_view specials = "!#$%&'*+-.^_`|~";
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           specials.find(c) != std::string_view::npos;
+  });
 }
 
-/// Whether the request target would break the request line: a space, CR, LF
-/// or another control character would let it carry more than a target.
-bool invalid_target(const request& req) {
+/// Text safe to quote in an error message: control and non-ASCII bytes as \xNN.
+std::string printable(std::string_view text) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text.substr(0, 64)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += digits[byte >> 4];
+      out += digits[byte & 0xf];
+    }
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+
+/// What would make the request something other than what it says, or more
+/// than one request: a method or header name that is not a token, a header
+/// value with CR, LF, NUL or another control character (a tab is allowed),
+/// a target with a space or control character, Content-Length together with
+/// Transfer-Encoding (RFC 9112 §6.1: the framing would be ambiguous).
+/// Checked on the prepared request and again on each decorated copy.
+std::optional<std::string> request_problem(const request& req) {
+  if (!is_token(req.method_string()))
+    return "the method '" + printable(req.method_string()) + "' is not a token";
   const std::string_view target = req.target();
-  return std::any_of(target.begin(), target.end(),
-                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; });
+  if (std::any_of(target.begin(), target.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; }))
+    return "the request target contains a space, CR, LF or control character";
+  for (const auto& field : req) {
+    if (!is_token(field.name_string()))
+      return "the header name '" + printable(field.name_string()) + "' is not a token";
+    const std::string_view value = field.value();
+    if (std::any_of(value.begin(), value.end(),
+                    [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == '\x7f'; }))
+      return "header '" + std::string(field.name_string()) + "' has a value with CR, LF, NUL or a control character";
+  }
+  if (req.find(beast_http::field::content_length) != req.end() &&
+      req.find(beast_http::field::transfer_encoding) != req.end())
+    return "the request has both Content-Length and Transfer-Encoding";
+  return std::nullopt;
 }
 
 struct prepared_request {
@@ -254,6 +437,11 @@ public:
     ++opened_;
   }
 
+  void note_lookup() {
+    std::lock_guard lock(mutex_);
+    ++lookups_;
+  }
+
   pool_stats stats() const {
     std::lock_guard lock(mutex_);
     pool_stats s;
@@ -265,6 +453,7 @@ public:
     s.open = s.idle + s.leased;
     s.connections_opened = opened_;
     s.stale_discarded = stale_discarded_;
+    s.lookups = lookups_;
     return s;
   }
 
@@ -361,6 +550,7 @@ private:
   duration idle_timeout_;
   std::uint64_t opened_ = 0;
   std::uint64_t stale_discarded_ = 0;
+  std::uint64_t lookups_ = 0;
   std::uint64_t next_waiter_id_ = 1;
   std::chrono::steady_clock::time_point next_expiry_sweep_{};
 };
@@ -510,6 +700,7 @@ asio::awaitable<error_code> establish(client_state& state, const origin& where, 
   } else {
     x.reached = stage::resolving;
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+    state.pool.note_lookup();
     auto [resolve_ec, endpoints] =
         co_await async_resolve_abandonable(ex, where.host, where.port, asio::as_tuple(asio::use_awaitable));
     if (resolve_ec) co_return resolve_ec;
@@ -688,37 +879,30 @@ pool_stats client::stats() const { return state_->pool.stats(); }
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
-  auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + redact_url(url));
-  const auto scheme = parsed->scheme_id();
-  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
-    throw std::invalid_argument("coretry::http: URL scheme must be http or https, not '" +
-                                std::string(parsed->scheme()) + "'");
-  if (parsed->encoded_host().empty()) throw std::invalid_argument("coretry::http: URL has no host");
+  url_parts parts = parse_url(url);
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
 
   auto prepared_req = std::make_shared<detail::prepared_request>();
   detail::origin& where = prepared_req->where;
-  where.tls = scheme == boost::urls::scheme::https;
-  where.host = parsed->host_address();
-  if (parsed->host_type() == boost::urls::host_type::ipv6) where.host = std::string(parsed->host_ipv6_address().to_string());
-  where.port = parsed->has_port() ? std::string(parsed->port()) : (where.tls ? "443" : "80");
+  where.tls = parts.tls;
+  where.host = parts.host;
+  where.port = std::to_string(parts.port);
   where.key = std::string(where.tls ? "https://" : "http://") + where.host + ":" + where.port;
 
-  if (auto bad = detail::invalid_header(req))
-    throw std::invalid_argument("coretry::http: header '" + *bad + "' contains CR, LF or an invalid character");
-  if (detail::invalid_target(req))
-    throw std::invalid_argument("coretry::http: the request target contains a space, CR, LF or control character");
-  if (req.target().empty()) {
-    std::string target(parsed->encoded_path());
-    if (target.empty()) target = "/";
-    if (parsed->has_query()) target += "?" + std::string(parsed->encoded_query());
-    req.target(target);
-  }
+  if (req.target().empty()) req.target(parts.target);
+  if (req.target().front() != '/' && !(req.target() == "*" && req.method() == beast_http::verb::options))
+    throw std::invalid_argument("coretry::http: the request target must begin with '/'");
   if (req.find(beast_http::field::host) == req.end()) {
-    const bool default_port = !parsed->has_port() || (where.tls ? where.port == "443" : where.port == "80");
-    req.set(beast_http::field::host, std::string(parsed->encoded_host_and_port().substr(
-                                         0, default_port ? parsed->encoded_host().size() : std::string::npos)));
+    // The same name that is looked up and, over TLS, verified.
+    std::string host = where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
+    const bool default_port = !parts.explicit_port || parts.port == (where.tls ? 443 : 80);
+    if (!default_port) host += ":" + where.port;
+    req.set(beast_http::field::host, host);
+  }
+  if (parts.user && req.find(beast_http::field::authorization) == req.end()) {
+    // Credentials in the URL go to this origin only, as Basic authorization
+    // (the client follows no redirects); a caller's own Authorization wins.
+    req.set(beast_http::field::authorization, "Basic " + base64(*parts.user + ":" + parts.password));
   }
   if (req.find(beast_http::field::user_agent) == req.end() && !state_->options.user_agent.empty())
     req.set(beast_http::field::user_agent, state_->options.user_agent);
@@ -731,6 +915,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
     req.set("Idempotency-Key", boost::uuids::to_string(boost::uuids::random_generator()()));
   }
   req.prepare_payload();
+  if (auto problem = detail::request_problem(req)) throw std::invalid_argument("coretry::http: " + *problem);
 
   prepared p;
   p.retry.safety = is_idempotent(req.method()) ? repeat_safety::idempotent
@@ -774,15 +959,13 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
   if (prepared->decorate) {
     if (!per_attempt) per_attempt.emplace(prepared->req);
     prepared->decorate(*per_attempt, context);
-    if (auto bad = invalid_header(*per_attempt)) {
-      x.problem = "the request decorator set header '" + *bad + "' with CR, LF or an invalid character";
-      co_return;
-    }
-    if (invalid_target(*per_attempt)) {
-      x.problem = "the request decorator set a request target with a space, CR, LF or control character";
-      co_return;
-    }
     req = &*per_attempt;
+  }
+  if (per_attempt) {
+    if (auto problem = request_problem(*per_attempt)) {
+      x.problem = "after the request decorator: " + *problem;
+      co_return;
+    }
   }
 
   const std::string& key = prepared->where.key;

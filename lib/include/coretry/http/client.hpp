@@ -89,7 +89,8 @@ struct pool_stats {
   std::size_t leased = 0;
   std::size_t waiting = 0; ///< attempts waiting for a connection
   std::uint64_t connections_opened = 0;
-  std::uint64_t stale_discarded = 0; ///< idle connections found closed by the server
+  std::uint64_t stale_discarded = 0; ///< idle connections found closed by the server (or holding stray bytes)
+  std::uint64_t lookups = 0;         ///< host-name lookups started (an IP-address host needs none)
 };
 
 /// What the client refuses in a response beyond Beast's own errors
@@ -102,6 +103,30 @@ enum class response_error {
 
 const boost::system::error_category& response_error_category() noexcept;
 boost::system::error_code make_error_code(response_error e) noexcept;
+
+/// What an http(s) URL names, read strictly: the authority is split by hand
+/// (Boost.URL 1.81 reads `127.0.0.1.nip.io:8080` as host `127.0.0.1`), the
+/// host percent-decoded and required to be a DNS name or an IP address.
+struct url_parts {
+  bool tls = false;
+  /// The one name that is looked up, sent in Host, used for SNI and verified
+  /// against the certificate: lower-case, decoded; an IPv6 address without
+  /// its brackets.
+  std::string host;
+  std::uint16_t port = 0;
+  bool explicit_port = false; ///< the URL named a port (Host then names it unless it is the default)
+  /// Path and query, beginning with '/' (the fragment is never sent).
+  std::string target;
+  /// Userinfo (`user:password@`), percent-decoded, when the URL has one.
+  std::optional<std::string> user;
+  std::string password;
+};
+
+/// Throws std::invalid_argument naming the problem (with any credentials in
+/// the URL redacted): not an absolute http(s) URL, no host, a host that is
+/// not a DNS name or an IP address once decoded (`localhost%00.example.com`),
+/// an IPv6 zone, a port that is not 1-65535.
+url_parts parse_url(std::string_view url);
 
 namespace detail {
 struct client_state;

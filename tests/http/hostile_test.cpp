@@ -273,15 +273,18 @@ TEST_CASE("hostile: a 204 and a 304 leave nothing for the next exchange") {
   const auto no_content = h.send(beast_http::verb::get, server.url() + "/204");
   REQUIRE(no_content.value->res);
   CHECK(no_content.value->res->result_int() == 204);
+  CHECK(no_content.attempts == 1);
   std::this_thread::sleep_for(100ms);
   const auto not_modified = h.send(beast_http::verb::get, server.url() + "/304");
   REQUIRE(not_modified.value->res);
   CHECK(not_modified.value->res->result_int() == 304);
+  CHECK(not_modified.attempts == 1);
   CHECK_FALSE(not_modified.value->reused_connection);
   std::this_thread::sleep_for(100ms);
   const auto last = h.send(beast_http::verb::get, server.url() + "/last");
   REQUIRE(last.succeeded());
   CHECK(last.value->res->body() == "clean");
+  CHECK(last.attempts == 1);
   CHECK(server.connections() == 3);
 }
 

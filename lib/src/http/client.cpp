@@ -3,6 +3,8 @@
 #include <coretry/detail/attempt_runner.hpp>
 #include <coretry/http/redact.hpp>
 
+#include "response_reading.hpp"
+
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -47,32 +49,6 @@ namespace beast = boost::beast;
 namespace beast_http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-namespace {
-
-class response_error_category_impl final : public boost::system::error_category {
-public:
-  const char* name() const noexcept override { return "coretry.http.response"; }
-  std::string message(int value) const override {
-    switch (static_cast<response_error>(value)) {
-    case response_error::line_too_long:
-      return "response line too long (a chunk-size line, chunk extension or trailer section over the line limit)";
-    case response_error::too_many_interim_responses: return "too many interim (1xx) responses";
-    }
-    return "unknown response error";
-  }
-};
-
-} // namespace
-
-const boost::system::error_category& response_error_category() noexcept {
-  static const response_error_category_impl category;
-  return category;
-}
-
-boost::system::error_code make_error_code(response_error e) noexcept {
-  return {static_cast<int>(e), response_error_category()};
-}
 
 namespace {
 
@@ -766,25 +742,12 @@ asio::awaitable<error_code> read_response(client_state& state, Stream& stream, c
   if (state.options.idle_timeout != duration::zero()) idle.emplace(co_await asio::this_coro::executor);
   for (;;) {
     // Parse what is buffered: a header first, then as much body as there is.
-    while (conn.buffer.size() != 0 && !parser.is_done()) {
-      error_code ec;
-      const std::size_t used = parser.put(conn.buffer.data(), ec);
-      conn.buffer.consume(used);
-      if (ec == beast_http::error::need_more) break;
-      if (ec) co_return ec;
-      if (used == 0) break;
-    }
+    if (const error_code ec = parse_buffered(conn.buffer, parser)) co_return ec;
     if (parser.is_done()) co_return error_code{};
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
 
-    const std::size_t size = beast::read_size(conn.buffer, 65536);
-    if (size == 0) {
-      // The buffer is full of one unfinished line: the header is bounded by
-      // the parser's own limit, so this is a chunk-size line, an extension
-      // or the trailers.
-      co_return parser.is_header_done() ? error_code(response_error::line_too_long)
-                                        : error_code(beast_http::error::header_limit);
-    }
+    const std::size_t size = next_read_size(conn.buffer);
+    if (size == 0) co_return full_buffer_error(parser); // one unfinished line fills the bounded buffer
     const auto space = conn.buffer.prepare(size);
     error_code ec;
     std::size_t n = 0;
@@ -852,7 +815,7 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
       co_return;
     }
     const unsigned status = parser.get().result_int();
-    if (status >= 100 && status < 200 && status != 101) continue;
+    if (is_interim(status)) continue;
     // The parser knows what the message alone does not: a body that ended
     // with the connection. A request that asked to close, and a connection
     // switched to another protocol, are not reused either.

@@ -510,6 +510,9 @@ TEST_CASE("client options that make no sense are refused when the client is made
   o = {};
   o.header_limit = 0;
   refused(o, "header_limit");
+  o = {};
+  o.line_limit = 0;
+  refused(o, "line_limit");
   // Huge limits are allowed: they saturate, they do not wrap.
   o = {};
   o.connect_timeout = coretry::duration::max();

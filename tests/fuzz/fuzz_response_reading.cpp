@@ -93,7 +93,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!coretry::http::detail::is_interim(parser.get().result_int())) break;
     ++interim_seen;
   }
-  FUZZ_CHECK(interim_seen <= max_interim);
+  // The interim response that goes over the bound is read, then refused:
+  // a final response is accepted only after at most max_interim of them.
+  FUZZ_CHECK(interim_seen <= max_interim + 1);
+  if (interim_seen == max_interim + 1) FUZZ_CHECK(error == coretry::http::response_error::too_many_interim_responses);
   if (end == ending::error) FUZZ_CHECK(error);
   return 0;
 }

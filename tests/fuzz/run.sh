@@ -14,7 +14,7 @@ set -euo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=${BUILD_DIR:-$source_dir/build/fuzz}
 seconds=${CORETRY_FUZZ_SECONDS:-20}
-targets=(fuzz_retry_after fuzz_response_classifier fuzz_fault_script)
+targets=(fuzz_retry_after fuzz_response_classifier fuzz_fault_script fuzz_response_reading)
 
 CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORETRY_BUILD_FUZZERS=ON -DCORETRY_BUILD_BENCH=OFF \

@@ -3,6 +3,8 @@
 #include <coretry/detail/attempt_runner.hpp>
 #include <coretry/http/redact.hpp>
 
+#include "response_reading.hpp"
+
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -48,6 +50,153 @@ namespace beast_http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
+namespace {
+
+[[noreturn]] void refuse_url(std::string_view url, const std::string& problem) {
+  throw std::invalid_argument("coretry::http: " + problem + ": " + redact_url(url));
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// Percent-decodes `text`; nullopt for a malformed escape.
+std::optional<std::string> percent_decoded(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int high = hex_value(text[i + 1]);
+    const int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+/// A DNS name (letters, digits, '-', '_', dots between non-empty labels of
+/// at most 63 characters, 253 in all, one final dot allowed) or an IPv4
+/// address, which has the same shape.
+bool is_dns_name(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  if (name.empty() || name.size() > 253) return false;
+  std::size_t label = 0;
+  for (const char c : name) {
+    if (c == '.') {
+      if (label == 0) return false;
+      label = 0;
+      continue;
+    }
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    if (!allowed || ++label > 63) return false;
+  }
+  return label != 0;
+}
+
+std::string base64(std::string_view bytes) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    std::uint32_t group = 0;
+    for (std::size_t k = 0; k < 3; ++k)
+      group = (group << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (std::size_t k = 0; k < 4; ++k) out += k <= n ? alphabet[(group >> (18 - 6 * k)) & 0x3f] : '=';
+  }
+  return out;
+}
+
+} // namespace
+
+url_parts parse_url(std::string_view url) {
+  // Boost.URL checks the URL's grammar and scheme; the authority is then
+  // read from the text itself, so that what is looked up is what it says.
+  auto parsed = boost::urls::parse_uri(url);
+  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + redact_url(url));
+  const auto scheme = parsed->scheme_id();
+  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
+    throw std::invalid_argument("coretry::http: URL scheme must be http or https, not '" +
+                                std::string(parsed->scheme()) + "'");
+  url_parts parts;
+  parts.tls = scheme == boost::urls::scheme::https;
+  std::string_view rest = url.substr(parsed->scheme().size() + 1);
+  if (rest.substr(0, 2) != "//") refuse_url(url, "URL has no host");
+  rest.remove_prefix(2);
+  const std::size_t authority_end = std::min(rest.find_first_of("/?#"), rest.size());
+  std::string_view authority = rest.substr(0, authority_end);
+  rest.remove_prefix(authority_end);
+
+  if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority.remove_prefix(at + 1);
+    const std::size_t colon = userinfo.find(':');
+    auto user = percent_decoded(userinfo.substr(0, colon));
+    auto password = percent_decoded(colon == std::string_view::npos ? std::string_view{} : userinfo.substr(colon + 1));
+    if (!user || !password) refuse_url(url, "URL userinfo has a malformed percent escape");
+    if (!userinfo.empty()) {
+      parts.user = std::move(*user);
+      parts.password = std::move(*password);
+    }
+  }
+
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) refuse_url(url, "URL has an unterminated IPv6 address");
+    const std::string_view inside = authority.substr(1, close - 1);
+    if (inside.find('%') != std::string_view::npos) refuse_url(url, "URL IPv6 zone identifiers are not supported");
+    error_code ec;
+    const auto address = asio::ip::make_address_v6(std::string(inside), ec);
+    if (ec) refuse_url(url, "URL host is not a valid IPv6 address");
+    parts.host = address.to_string();
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && after.front() != ':') refuse_url(url, "URL has characters after its IPv6 address");
+    if (!after.empty()) port_text = after.substr(1);
+    if (!after.empty()) parts.explicit_port = true;
+  } else {
+    const std::size_t colon = authority.find(':');
+    const std::string_view host_text = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      parts.explicit_port = true;
+    }
+    if (host_text.empty()) refuse_url(url, "URL has no host");
+    const auto host = percent_decoded(host_text);
+    if (!host || !is_dns_name(*host))
+      refuse_url(url, "URL host is not a DNS name or an IP address (percent escapes included)");
+    parts.host = *host;
+    std::transform(parts.host.begin(), parts.host.end(), parts.host.begin(),
+                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+  }
+  if (port_text.empty()) {
+    parts.explicit_port = false;
+    parts.port = parts.tls ? 443 : 80;
+  } else {
+    unsigned port = 0;
+    const char* const end = port_text.data() + port_text.size();
+    const auto [stop, problem] = std::from_chars(port_text.data(), end, port);
+    if (problem != std::errc{} || stop != end || port == 0 || port > 65535 || port_text.size() > 5)
+      refuse_url(url, "URL port must be a number from 1 to 65535");
+    parts.port = static_cast<std::uint16_t>(port);
+  }
+
+  const std::string_view path_and_query = rest.substr(0, rest.find('#'));
+  if (!path_and_query.empty() && path_and_query.front() != '/' && path_and_query.front() != '?')
+    refuse_url(url, "URL path must begin with '/'");
+  parts.target = path_and_query.empty() || path_and_query.front() == '?' ? "/" : "";
+  parts.target += path_and_query;
+  return parts;
+}
+
 namespace detail {
 
 struct origin {
@@ -57,21 +206,57 @@ struct origin {
   std::string key; // "https://host:port": the pool's key
 };
 
-/// The name of the first header that would break the request's framing.
-std::optional<std::string> invalid_header(const request& req) {
-  for (const auto& field : req)
-    if (field.value().find_first_of("\r\n") != std::string_view::npos ||
-        field.name_string().find_first_of("\r\n: ") != std::string_view::npos)
-      return std::string(field.name_string());
-  return std::nullopt;
+/// RFC 9110 §5.6.2: a token, as method and field names must be.
+bool is_token(std::string_view text) {
+  static constexpr std::string_view specials = "!#$%&'*+-.^_`|~";
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           specials.find(c) != std::string_view::npos;
+  });
 }
 
-/// Whether the request target would break the request line: a space, CR, LF
-/// or another control character would let it carry more than a target.
-bool invalid_target(const request& req) {
+/// Text safe to quote in an error message: control and non-ASCII bytes as \xNN.
+std::string printable(std::string_view text) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text.substr(0, 64)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += digits[byte >> 4];
+      out += digits[byte & 0xf];
+    }
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+
+/// What would make the request something other than what it says, or more
+/// than one request: a method or header name that is not a token, a header
+/// value with CR, LF, NUL or another control character (a tab is allowed),
+/// a target with a space or control character, Content-Length together with
+/// Transfer-Encoding (RFC 9112 §6.1: the framing would be ambiguous).
+/// Checked on the prepared request and again on each decorated copy.
+std::optional<std::string> request_problem(const request& req) {
+  if (!is_token(req.method_string()))
+    return "the method '" + printable(req.method_string()) + "' is not a token";
   const std::string_view target = req.target();
-  return std::any_of(target.begin(), target.end(),
-                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; });
+  if (std::any_of(target.begin(), target.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; }))
+    return "the request target contains a space, CR, LF or control character";
+  for (const auto& field : req) {
+    if (!is_token(field.name_string()))
+      return "the header name '" + printable(field.name_string()) + "' is not a token";
+    const std::string_view value = field.value();
+    if (std::any_of(value.begin(), value.end(),
+                    [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == '\x7f'; }))
+      return "header '" + std::string(field.name_string()) + "' has a value with CR, LF, NUL or a control character";
+  }
+  if (req.find(beast_http::field::content_length) != req.end() &&
+      req.find(beast_http::field::transfer_encoding) != req.end())
+    return "the request has both Content-Length and Transfer-Encoding";
+  return std::nullopt;
 }
 
 struct prepared_request {
@@ -102,9 +287,17 @@ struct connection {
     return std::get<ssl::stream<tcp::socket>>(stream).next_layer();
   }
 
-  /// True when the server closed an idle connection (or sent bytes nobody
-  /// asked for): checked without blocking before the connection is reused.
+  /// True when the server closed an idle connection or sent bytes nobody
+  /// asked for (a 408, a body after a HEAD response, an early answer):
+  /// checked without blocking before the connection is reused, whatever the
+  /// request's method. Such bytes must never be read as the answer to a
+  /// request written after them.
   bool is_stale() {
+    if (auto* tls = std::get_if<ssl::stream<tcp::socket>>(&stream)) {
+      // Records the TLS layer already took off the socket, decrypted or not.
+      SSL* native = tls->native_handle();
+      if (SSL_pending(native) > 0 || BIO_ctrl_pending(SSL_get_rbio(native)) > 0) return true;
+    }
     char byte;
     const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0) return !(errno == EAGAIN || errno == EWOULDBLOCK);
@@ -158,17 +351,17 @@ public:
       for (auto& conn : o.idle) conn->close();
   }
 
-  /// A lease now, if a connection or a permit is free. `check_stale` looks at
-  /// an idle connection before handing it out (one system call); requests
-  /// that may be repeated skip it and find out by using it instead.
-  std::optional<lease> try_lease(const std::string& key, bool check_stale) {
+  /// A lease now, if a connection or a permit is free. An idle connection is
+  /// looked at before it is handed out (one system call): one the server
+  /// closed, or that holds bytes nobody asked for, is closed instead.
+  std::optional<lease> try_lease(const std::string& key) {
     std::lock_guard lock(mutex_);
     per_origin& o = origins_[key];
     const auto now = std::chrono::steady_clock::now();
     while (!o.idle.empty()) {
       std::unique_ptr<connection> conn = std::move(o.idle.back());
       o.idle.pop_back();
-      if (now - conn->idle_since <= idle_timeout_ && !(check_stale && conn->is_stale())) {
+      if (now - conn->idle_since <= idle_timeout_ && !conn->is_stale()) {
         ++o.leased;
         return lease(this, key, std::move(conn));
       }
@@ -220,6 +413,11 @@ public:
     ++opened_;
   }
 
+  void note_lookup() {
+    std::lock_guard lock(mutex_);
+    ++lookups_;
+  }
+
   pool_stats stats() const {
     std::lock_guard lock(mutex_);
     pool_stats s;
@@ -231,6 +429,7 @@ public:
     s.open = s.idle + s.leased;
     s.connections_opened = opened_;
     s.stale_discarded = stale_discarded_;
+    s.lookups = lookups_;
     return s;
   }
 
@@ -327,6 +526,7 @@ private:
   duration idle_timeout_;
   std::uint64_t opened_ = 0;
   std::uint64_t stale_discarded_ = 0;
+  std::uint64_t lookups_ = 0;
   std::uint64_t next_waiter_id_ = 1;
   std::chrono::steady_clock::time_point next_expiry_sweep_{};
 };
@@ -342,6 +542,7 @@ client_options checked(client_options o) {
   if (o.pool_idle_timeout < duration::zero()) refuse("pool_idle_timeout must not be negative");
   if (o.max_connections_per_origin == 0) refuse("max_connections_per_origin must be at least 1");
   if (o.header_limit == 0) refuse("header_limit must be at least 1 byte");
+  if (o.line_limit == 0) refuse("line_limit must be at least 1 byte");
   return o;
 }
 
@@ -475,6 +676,7 @@ asio::awaitable<error_code> establish(client_state& state, const origin& where, 
   } else {
     x.reached = stage::resolving;
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+    state.pool.note_lookup();
     auto [resolve_ec, endpoints] =
         co_await async_resolve_abandonable(ex, where.host, where.port, asio::as_tuple(asio::use_awaitable));
     if (resolve_ec) co_return resolve_ec;
@@ -486,13 +688,19 @@ asio::awaitable<error_code> establish(client_state& state, const origin& where, 
   }
   socket.set_option(tcp::no_delay(true));
   state.pool.note_opened();
+  // The read buffer's bound is what limits a chunk-size line, its
+  // extensions and the trailers: Beast 1.81's parser waits for a whole line
+  // however long it is.
+  const std::size_t buffer_limit = std::size_t{state.options.header_limit} + state.options.line_limit;
   if (!where.tls) {
     held.attach(std::make_unique<connection>(std::move(socket)));
+    held.get()->buffer.max_size(buffer_limit);
     co_return error_code{};
   }
 
   x.reached = stage::handshaking;
   held.attach(std::make_unique<connection>(std::move(socket), state.tls()));
+  held.get()->buffer.max_size(buffer_limit);
   auto& stream = std::get<ssl::stream<tcp::socket>>(held.get()->stream);
   // SNI carries host names only, never address literals (RFC 6066 §3).
   if (!is_ip_literal(where.host) && !SSL_set_tlsext_host_name(stream.native_handle(), where.host.c_str()))
@@ -534,19 +742,12 @@ asio::awaitable<error_code> read_response(client_state& state, Stream& stream, c
   if (state.options.idle_timeout != duration::zero()) idle.emplace(co_await asio::this_coro::executor);
   for (;;) {
     // Parse what is buffered: a header first, then as much body as there is.
-    while (conn.buffer.size() != 0 && !parser.is_done()) {
-      error_code ec;
-      const std::size_t used = parser.put(conn.buffer.data(), ec);
-      conn.buffer.consume(used);
-      if (ec == beast_http::error::need_more) break;
-      if (ec) co_return ec;
-      if (used == 0) break;
-    }
+    if (const error_code ec = parse_buffered(conn.buffer, parser)) co_return ec;
     if (parser.is_done()) co_return error_code{};
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
 
-    const std::size_t size = beast::read_size(conn.buffer, 65536);
-    if (size == 0) co_return beast_http::error::buffer_overflow;
+    const std::size_t size = next_read_size(conn.buffer);
+    if (size == 0) co_return full_buffer_error(parser); // one unfinished line fills the bounded buffer
     const auto space = conn.buffer.prepare(size);
     error_code ec;
     std::size_t n = 0;
@@ -594,8 +795,13 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
 
   x.reached = stage::reading;
   // Interim responses (100 Continue, 103 Early Hints) come before the final
-  // one (RFC 9110 §15.2): each is read with a fresh parser and skipped.
-  for (;;) {
+  // one (RFC 9110 §15.2): each is read with a fresh parser and skipped, up to
+  // a bound: a server sending them forever would hold the attempt to its end.
+  for (unsigned interim = 0;; ++interim) {
+    if (interim > state.options.max_interim_responses) {
+      x.error = response_error::too_many_interim_responses;
+      co_return;
+    }
     beast_http::response_parser<beast_http::string_body> parser;
     parser.header_limit(state.options.header_limit);
     parser.body_limit(state.options.body_limit);
@@ -609,7 +815,7 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
       co_return;
     }
     const unsigned status = parser.get().result_int();
-    if (status >= 100 && status < 200 && status != 101) continue;
+    if (is_interim(status)) continue;
     // The parser knows what the message alone does not: a body that ended
     // with the connection. A request that asked to close, and a connection
     // switched to another protocol, are not reused either.
@@ -636,37 +842,30 @@ pool_stats client::stats() const { return state_->pool.stats(); }
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
-  auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) throw std::invalid_argument("coretry::http: not an absolute URL: " + redact_url(url));
-  const auto scheme = parsed->scheme_id();
-  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
-    throw std::invalid_argument("coretry::http: URL scheme must be http or https, not '" +
-                                std::string(parsed->scheme()) + "'");
-  if (parsed->encoded_host().empty()) throw std::invalid_argument("coretry::http: URL has no host");
+  url_parts parts = parse_url(url);
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
 
   auto prepared_req = std::make_shared<detail::prepared_request>();
   detail::origin& where = prepared_req->where;
-  where.tls = scheme == boost::urls::scheme::https;
-  where.host = parsed->host_address();
-  if (parsed->host_type() == boost::urls::host_type::ipv6) where.host = std::string(parsed->host_ipv6_address().to_string());
-  where.port = parsed->has_port() ? std::string(parsed->port()) : (where.tls ? "443" : "80");
+  where.tls = parts.tls;
+  where.host = parts.host;
+  where.port = std::to_string(parts.port);
   where.key = std::string(where.tls ? "https://" : "http://") + where.host + ":" + where.port;
 
-  if (auto bad = detail::invalid_header(req))
-    throw std::invalid_argument("coretry::http: header '" + *bad + "' contains CR, LF or an invalid character");
-  if (detail::invalid_target(req))
-    throw std::invalid_argument("coretry::http: the request target contains a space, CR, LF or control character");
-  if (req.target().empty()) {
-    std::string target(parsed->encoded_path());
-    if (target.empty()) target = "/";
-    if (parsed->has_query()) target += "?" + std::string(parsed->encoded_query());
-    req.target(target);
-  }
+  if (req.target().empty()) req.target(parts.target);
+  if (req.target().front() != '/' && !(req.target() == "*" && req.method() == beast_http::verb::options))
+    throw std::invalid_argument("coretry::http: the request target must begin with '/'");
   if (req.find(beast_http::field::host) == req.end()) {
-    const bool default_port = !parsed->has_port() || (where.tls ? where.port == "443" : where.port == "80");
-    req.set(beast_http::field::host, std::string(parsed->encoded_host_and_port().substr(
-                                         0, default_port ? parsed->encoded_host().size() : std::string::npos)));
+    // The same name that is looked up and, over TLS, verified.
+    std::string host = where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
+    const bool default_port = !parts.explicit_port || parts.port == (where.tls ? 443 : 80);
+    if (!default_port) host += ":" + where.port;
+    req.set(beast_http::field::host, host);
+  }
+  if (parts.user && req.find(beast_http::field::authorization) == req.end()) {
+    // Credentials in the URL go to this origin only, as Basic authorization
+    // (the client follows no redirects); a caller's own Authorization wins.
+    req.set(beast_http::field::authorization, "Basic " + base64(*parts.user + ":" + parts.password));
   }
   if (req.find(beast_http::field::user_agent) == req.end() && !state_->options.user_agent.empty())
     req.set(beast_http::field::user_agent, state_->options.user_agent);
@@ -679,6 +878,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
     req.set("Idempotency-Key", boost::uuids::to_string(boost::uuids::random_generator()()));
   }
   req.prepare_payload();
+  if (auto problem = detail::request_problem(req)) throw std::invalid_argument("coretry::http: " + *problem);
 
   prepared p;
   p.retry.safety = is_idempotent(req.method()) ? repeat_safety::idempotent
@@ -722,21 +922,19 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
   if (prepared->decorate) {
     if (!per_attempt) per_attempt.emplace(prepared->req);
     prepared->decorate(*per_attempt, context);
-    if (auto bad = invalid_header(*per_attempt)) {
-      x.problem = "the request decorator set header '" + *bad + "' with CR, LF or an invalid character";
-      co_return;
-    }
-    if (invalid_target(*per_attempt)) {
-      x.problem = "the request decorator set a request target with a space, CR, LF or control character";
-      co_return;
-    }
     req = &*per_attempt;
+  }
+  if (per_attempt) {
+    if (auto problem = request_problem(*per_attempt)) {
+      x.problem = "after the request decorator: " + *problem;
+      co_return;
+    }
   }
 
   const std::string& key = prepared->where.key;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   for (;;) {
-    std::optional<lease> held = state->pool.try_lease(key, !prepared->repeatable);
+    std::optional<lease> held = state->pool.try_lease(key);
     while (!held) {
       if (cancellation_requested(cancel_state)) {
         x.error = asio::error::operation_aborted;
@@ -747,7 +945,7 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
         x.error = ec;
         co_return;
       }
-      if (auto again = state->pool.try_lease(key, !prepared->repeatable)) held.emplace(std::move(*again));
+      if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
     }
 
     if (held->get()) {
@@ -779,9 +977,9 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
       co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, x, keep_alive, answered);
 
     // A repeatable request that found its reused connection closed by the
-    // server, before a byte of answer, goes again on a fresh one within the
-    // same attempt: what the stale check would have done, without its cost
-    // on every reuse. The closed connection is dropped with its lease.
+    // server after the check before reuse, before a byte of answer, goes
+    // again on a fresh one within the same attempt. The closed connection is
+    // dropped with its lease.
     if (x.reused_connection && !answered && closed_by_peer(x.error) && prepared->repeatable &&
         !cancellation_requested(cancel_state)) {
       state->pool.note_stale();
@@ -821,6 +1019,14 @@ asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state
 verdict client::classify(const detail::prepared_request& request, const error_code& ec, const exchange& x) {
   for (const auto& extension : request.classifiers)
     if (auto v = extension(ec, x)) return *v;
+  // The client's own refusals of a response: the server would send the same.
+  if (!ec && x.error.category() == response_error_category()) {
+    switch (static_cast<response_error>(x.error.value())) {
+    case response_error::line_too_long: return verdict::permanent("response_line_too_long", delivery::unknown);
+    case response_error::too_many_interim_responses:
+      return verdict::permanent("too_many_interim_responses", delivery::unknown);
+    }
+  }
   return classify_exchange(ec, x);
 }
 

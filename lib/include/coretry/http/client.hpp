@@ -36,6 +36,14 @@ struct client_options {
   /// Response limits (Beast's defaults); exceeding one is permanent.
   std::uint32_t header_limit = 8 * 1024;
   std::uint64_t body_limit = 8 * 1024 * 1024;
+  /// Longest chunk-size line (with its extensions) and trailer section of a
+  /// chunked body. The connection's read buffer holds at most
+  /// header_limit + line_limit bytes, whatever the server sends: a line that
+  /// does not fit ends the attempt with response_error::line_too_long.
+  std::uint32_t line_limit = 4 * 1024;
+  /// Interim (1xx) responses skipped before the final one; one more ends
+  /// the attempt with response_error::too_many_interim_responses.
+  unsigned max_interim_responses = 8;
   /// An extra trust anchor (PEM) besides the system's store.
   std::string ca_file;
   /// Peer verification is on unless a caller turns it off explicitly.
@@ -81,8 +89,44 @@ struct pool_stats {
   std::size_t leased = 0;
   std::size_t waiting = 0; ///< attempts waiting for a connection
   std::uint64_t connections_opened = 0;
-  std::uint64_t stale_discarded = 0; ///< idle connections found closed by the server
+  std::uint64_t stale_discarded = 0; ///< idle connections found closed by the server (or holding stray bytes)
+  std::uint64_t lookups = 0;         ///< host-name lookups started (an IP-address host needs none)
 };
+
+/// What the client refuses in a response beyond Beast's own errors
+/// (header_limit, body_limit). Each one is permanent: the server would send
+/// the same again.
+enum class response_error {
+  line_too_long = 1,          ///< a chunk-size line, chunk extension or trailer section over line_limit
+  too_many_interim_responses, ///< more 1xx responses than max_interim_responses
+};
+
+const boost::system::error_category& response_error_category() noexcept;
+boost::system::error_code make_error_code(response_error e) noexcept;
+
+/// What an http(s) URL names, read strictly: the authority is split by hand
+/// (Boost.URL 1.81 reads `127.0.0.1.nip.io:8080` as host `127.0.0.1`), the
+/// host percent-decoded and required to be a DNS name or an IP address.
+struct url_parts {
+  bool tls = false;
+  /// The one name that is looked up, sent in Host, used for SNI and verified
+  /// against the certificate: lower-case, decoded; an IPv6 address without
+  /// its brackets.
+  std::string host;
+  std::uint16_t port = 0;
+  bool explicit_port = false; ///< the URL named a port (Host then names it unless it is the default)
+  /// Path and query, beginning with '/' (the fragment is never sent).
+  std::string target;
+  /// Userinfo (`user:password@`), percent-decoded, when the URL has one.
+  std::optional<std::string> user;
+  std::string password;
+};
+
+/// Throws std::invalid_argument naming the problem (with any credentials in
+/// the URL redacted): not an absolute http(s) URL, no host, a host that is
+/// not a DNS name or an IP address once decoded (`localhost%00.example.com`),
+/// an IPv6 zone, a port that is not 1-65535.
+url_parts parse_url(std::string_view url);
 
 namespace detail {
 struct client_state;
@@ -155,5 +199,8 @@ auto client::async_send(std::string_view url, request req, const request_options
 }
 
 } // namespace coretry::http
+
+template <>
+struct boost::system::is_error_code_enum<coretry::http::response_error> : std::true_type {};
 
 #endif

@@ -1,0 +1,33 @@
+#include <coretry/http/client.hpp>
+
+#include <string>
+
+namespace coretry::http {
+
+namespace {
+
+class response_error_category_impl final : public boost::system::error_category {
+public:
+  const char* name() const noexcept override { return "coretry.http.response"; }
+  std::string message(int value) const override {
+    switch (static_cast<response_error>(value)) {
+    case response_error::line_too_long:
+      return "response line too long (a chunk-size line, chunk extension or trailer section over the line limit)";
+    case response_error::too_many_interim_responses: return "too many interim (1xx) responses";
+    }
+    return "unknown response error";
+  }
+};
+
+} // namespace
+
+const boost::system::error_category& response_error_category() noexcept {
+  static const response_error_category_impl category;
+  return category;
+}
+
+boost::system::error_code make_error_code(response_error e) noexcept {
+  return {static_cast<int>(e), response_error_category()};
+}
+
+} // namespace coretry::http

@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <regex>
 
 #include <unistd.h>
 
@@ -124,10 +123,13 @@ http::classifier_extension out_of_credits_rule(const std::string& text) {
 
 http::classifier_extension permanent_5xx_rule(const std::string& pattern) {
   try {
-    return http::permanent_5xx_when_body_matches(
-        std::regex(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize));
-  } catch (const std::regex_error& error) {
-    throw usage_error("--permanent-5xx-body: not a valid regular expression: " + std::string{error.what()});
+    return http::permanent_5xx_when_body_matches(pattern, http::letter_case::insensitive);
+  } catch (const std::invalid_argument& error) {
+    // The library names itself first; the option is the name users know.
+    const std::string_view what = error.what();
+    const auto separator = what.find(": ");
+    throw usage_error("--permanent-5xx-body: " +
+                      std::string{separator == std::string_view::npos ? what : what.substr(separator + 2)});
   }
 }
 

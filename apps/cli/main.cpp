@@ -251,7 +251,8 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               "NAME=VALUE", permanent);
   text_option(fetch, "--permanent-5xx-body", args.permanent_5xx_body,
               "a 5xx whose body matches REGEX (ECMAScript,\n"
-              "case-insensitive) is permanent",
+              "case-insensitive, '.' stops at a line break) is\n"
+              "permanent; a search too costly for a body is no match",
               "REGEX", permanent);
 }
 

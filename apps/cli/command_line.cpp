@@ -75,6 +75,28 @@ unsigned parse_count(std::string_view option, std::string_view text, unsigned mi
   return static_cast<unsigned>(value);
 }
 
+std::uint64_t parse_size(std::string_view option, std::string_view text, std::uint64_t max) {
+  const std::string name{option};
+  const std::string expected = "a number of bytes from 1 to " + std::to_string(max) + ", optionally with k, M or G";
+  std::string_view digits = text;
+  std::uint64_t unit = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+    case 'k': case 'K': unit = std::uint64_t{1} << 10; break;
+    case 'm': case 'M': unit = std::uint64_t{1} << 20; break;
+    case 'g': case 'G': unit = std::uint64_t{1} << 30; break;
+    }
+    if (unit != 1) digits.remove_suffix(1);
+  }
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit))
+    throw usage_error(name + ": " + quoted(text) + " is not " + expected);
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc{} || value == 0 || value > max / unit)
+    throw usage_error(name + ": " + std::string{text} + " is outside 1 to " + std::to_string(max) + " bytes");
+  return value * unit;
+}
+
 bool is_token(std::string_view text) {
   constexpr std::string_view specials = "!#$%&'*+-.^_`|~";
   return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) {

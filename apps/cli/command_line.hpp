@@ -32,6 +32,10 @@ duration parse_seconds(std::string_view option, std::string_view text, bool zero
 /// A whole decimal number in [min, max].
 unsigned parse_count(std::string_view option, std::string_view text, unsigned min, unsigned max);
 
+/// A size in bytes as written on the command line: digits, optionally with a
+/// k, M or G suffix (KiB, MiB, GiB), from 1 to `max` bytes.
+std::uint64_t parse_size(std::string_view option, std::string_view text, std::uint64_t max);
+
 /// RFC 9110 token characters: what a field name or a method may consist of.
 bool is_token(std::string_view text);
 

@@ -16,7 +16,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 #include <thread>
 
 namespace coretry::cli {
@@ -199,7 +198,7 @@ private:
     options.route = "api";
     options.classifiers.push_back(http::permanent_429_when_header("x-api-remaining-credits", "0"));
     options.classifiers.push_back(
-        http::permanent_5xx_when_body_matches(std::regex("website returned HTTP 4[0-9][0-9]", std::regex::icase)));
+        http::permanent_5xx_when_body_matches("website returned HTTP 4[0-9][0-9]", http::letter_case::insensitive));
     return options;
   }
 

@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <regex>
 
 #include <unistd.h>
 
@@ -124,10 +123,13 @@ http::classifier_extension out_of_credits_rule(const std::string& text) {
 
 http::classifier_extension permanent_5xx_rule(const std::string& pattern) {
   try {
-    return http::permanent_5xx_when_body_matches(
-        std::regex(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize));
-  } catch (const std::regex_error& error) {
-    throw usage_error("--permanent-5xx-body: not a valid regular expression: " + std::string{error.what()});
+    return http::permanent_5xx_when_body_matches(pattern, http::letter_case::insensitive);
+  } catch (const std::invalid_argument& error) {
+    // The library names itself first; the option is the name users know.
+    const std::string_view what = error.what();
+    const auto separator = what.find(": ");
+    throw usage_error("--permanent-5xx-body: " +
+                      std::string{separator == std::string_view::npos ? what : what.substr(separator + 2)});
   }
 }
 
@@ -178,10 +180,12 @@ std::string header_line(std::string_view name, std::string_view value) {
 /// The -v timeline, and the progress line kept up to date, from one observer.
 class fetch_observer final : public retry_observer {
 public:
-  fetch_observer(timeline* printer, progress_line& progress, unsigned max_attempts)
-      : printer_(printer), progress_(progress), max_attempts_(max_attempts) {}
+  fetch_observer(timeline* printer, progress_line& progress, unsigned max_attempts, output_file* output)
+      : printer_(printer), progress_(progress), max_attempts_(max_attempts), output_(output) {}
 
   void attempt_started(const attempt_started_event& e) noexcept override {
+    // Each attempt's body starts over: nothing of an earlier one is kept.
+    if (output_) output_->begin_attempt();
     try {
       progress_.attempt_started(e.attempt, max_attempts_);
     } catch (...) {
@@ -206,7 +210,23 @@ private:
   timeline* printer_;
   progress_line& progress_;
   unsigned max_attempts_;
+  output_file* output_;
 };
+
+/// -o: why an attempt that wrote to the output failed, and the rule that an
+/// attempt whose bytes went where they cannot be taken back is not retried.
+http::classifier_extension output_rule(const output_file& output) {
+  return [&output](const boost::system::error_code& ec, const http::exchange& x) -> std::optional<verdict> {
+    const boost::system::error_code& failure = ec ? ec : x.error;
+    if (failure == output_error::too_large) return verdict::permanent("max_filesize", delivery::unknown);
+    if (failure == output_error::write_failed) return verdict::permanent("output_not_written", delivery::unknown);
+    if (output.wrote_directly()) {
+      const verdict v = http::classify_exchange(ec, x);
+      if (v.status != attempt_status::success) return verdict::permanent("output_already_written", v.delivered);
+    }
+    return std::nullopt;
+  };
+}
 
 bool write_stdout(std::string_view content) {
   return std::fwrite(content.data(), 1, content.size(), stdout) == content.size() && std::fflush(stdout) == 0;
@@ -234,8 +254,13 @@ void print_response(const http::response& response) {
 
 /// --json: the outcome, and what this command asked for.
 boost::json::object outcome_json(const fetch_plan& plan, const http::result& result, const attempt_details& details,
-                                 int status, int interrupted_by) {
+                                 const output_file* output, int status, int interrupted_by) {
   boost::json::object json = describe_outcome(result, details);
+  if (output && result.value && result.value->res && result.value->res->body().empty()) {
+    // The body went to -o as it arrived, not into the response.
+    json["body_bytes"] = output->attempt_bytes();
+    json["body_start"] = printable_utf8(output->attempt_start(), attempt_details::body_start_limit);
+  }
   json["exit_status"] = status;
   json["method"] = std::string{plan.request.method_string()};
   json["url"] = redact_url(plan.url);
@@ -322,6 +347,18 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
   if (args.permanent_5xx_body) plan.classifiers.push_back(permanent_5xx_rule(*args.permanent_5xx_body));
 
   if (args.output && *args.output != "-") plan.output = args.output; // curl's "-o -" is stdout
+  if (args.max_filesize)
+    plan.max_filesize = parse_size("--max-filesize", *args.max_filesize, fetch_defaults::largest_filesize);
+  // -o streams a 2xx body to the file; other bodies (and, without -o, the
+  // body printed on success) are held in memory, within this limit.
+  if (args.stdout_limit && plan.output)
+    throw usage_error("--stdout-limit bounds the body held for stdout; with -o the body streams to the file "
+                      "(bound it with --max-filesize)");
+  std::uint64_t memory_limit = fetch_defaults::stdout_limit;
+  if (args.stdout_limit)
+    memory_limit = parse_size("--stdout-limit", *args.stdout_limit, fetch_defaults::largest_stdout_limit);
+  if (!plan.output && plan.max_filesize) memory_limit = std::min(memory_limit, *plan.max_filesize);
+  plan.client.body_limit = memory_limit;
   plan.verbose = args.verbose;
   plan.json = args.json;
   // The timeline already shows progress; two writers on one line garble it.
@@ -332,7 +369,7 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
 int run_fetch(const fetch_plan& plan) {
   // Created first: an unusable -o is bad input, found before anything is sent.
   std::optional<output_file> output;
-  if (plan.output) output.emplace(*plan.output);
+  if (plan.output) output.emplace(*plan.output, plan.max_filesize);
 
   asio::io_context io{1};
   // The client, its operations and the signal handler share one strand, so
@@ -351,7 +388,8 @@ int run_fetch(const fetch_plan& plan) {
   attempt_details details;
   std::optional<timeline> printer;
   if (plan.verbose) printer.emplace(stderr, "* ", plan.policy.max_attempts, details, [&progress] { progress.clear(); });
-  fetch_observer observer(printer ? &*printer : nullptr, progress, plan.policy.max_attempts);
+  fetch_observer observer(printer ? &*printer : nullptr, progress, plan.policy.max_attempts,
+                          output ? &*output : nullptr);
 
   http::request_options options;
   options.policy = plan.policy;
@@ -359,6 +397,15 @@ int run_fetch(const fetch_plan& plan) {
   options.idempotency_key = plan.idempotency_key;
   options.observer = &observer;
   options.classifiers.push_back(details.watcher()); // first: it sees every attempt
+  if (output) {
+    // A 2xx body streams into the output as it arrives; others stay in
+    // memory for the classifiers (a 5xx body rule) and are never written.
+    options.stream_body = [](const beast_http::response_header<>& header) {
+      return header.result_int() >= 200 && header.result_int() < 300;
+    };
+    options.body_sink = [&output](std::string_view piece) { return output->write(piece); };
+    options.classifiers.push_back(output_rule(*output));
+  }
   options.classifiers.insert(options.classifiers.end(), plan.classifiers.begin(), plan.classifiers.end());
 
   if (plan.verbose) print_request(plan);
@@ -423,20 +470,32 @@ int run_fetch(const fetch_plan& plan) {
   int status = exit_status::for_stop(result->reason);
   if (result->succeeded()) {
     try {
-      if (output) output->commit(response->body());
+      if (output) output->commit();
       else if (!plan.json && !write_stdout(response->body())) throw std::runtime_error("cannot write to stdout");
     } catch (const std::exception& error) {
       std::fprintf(stderr, "coretry fetch: %s\n", error.what());
       status = exit_status::failure;
     }
   } else {
-    if (output) output->discard();
-    const std::string line =
+    std::string line =
         describe_failure(*result, details, interrupted_by ? signal_name(interrupted_by) : std::string_view{});
+    // The last attempt's own transport error: what the output or the
+    // memory limit refused.
+    const boost::system::error_code last_error = result->value ? result->value->error : boost::system::error_code{};
+    if (last_error == output_error::too_large) {
+      line += "; --max-filesize is " + std::to_string(*plan.max_filesize) + " bytes";
+    } else if (last_error == output_error::write_failed && output) {
+      line += "; cannot write '" + output->target() + "': " + output->failure();
+      status = exit_status::failure;
+    } else if (last_error == beast_http::error::body_limit && !output) {
+      line += "; without -o the body is held in memory, at most " + std::to_string(plan.client.body_limit) +
+              " bytes (--stdout-limit" + (plan.max_filesize ? ", --max-filesize" : "") + "): use -o FILE for more";
+    }
+    if (output) output->discard();
     std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
   }
 
-  if (plan.json && !write_stdout(boost::json::serialize(outcome_json(plan, *result, details, status, interrupted_by)) + "\n")) {
+  if (plan.json && !write_stdout(boost::json::serialize(outcome_json(plan, *result, details, output ? &*output : nullptr, status, interrupted_by)) + "\n")) {
     std::fprintf(stderr, "coretry fetch: cannot write to stdout\n");
     if (status == exit_status::success) status = exit_status::failure;
   }

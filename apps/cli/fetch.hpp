@@ -6,6 +6,7 @@
 #include <coretry/http/client.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ struct fetch_arguments {
   std::vector<std::string> headers;
   std::vector<std::string> data;
   std::optional<std::string> output;
+  std::optional<std::string> max_filesize;
+  std::optional<std::string> stdout_limit;
   bool verbose = false;
   bool json = false;
   bool no_progress = false;
@@ -52,6 +55,11 @@ inline constexpr std::chrono::milliseconds completion_reserve{50};
 inline constexpr std::chrono::milliseconds backoff_initial{100};
 inline constexpr std::chrono::seconds backoff_cap{1};
 inline constexpr unsigned most_attempts = 1000;
+/// Without -o the body is held in memory until the request succeeds.
+inline constexpr std::uint64_t stdout_limit = 8 * 1024 * 1024;
+inline constexpr std::uint64_t largest_stdout_limit = std::uint64_t{1} << 30;
+/// The largest --max-filesize: 2^62 bytes, as good as none.
+inline constexpr std::uint64_t largest_filesize = std::uint64_t{1} << 62;
 } // namespace fetch_defaults
 
 /// The timing options mapped onto a policy. Always valid: a small --max-time
@@ -73,6 +81,7 @@ struct fetch_plan {
   std::optional<std::string> idempotency_key;
   std::vector<http::classifier_extension> classifiers;
   std::optional<std::string> output;
+  std::optional<std::uint64_t> max_filesize;
   bool verbose = false;
   bool json = false;
   bool progress = true;

@@ -77,11 +77,24 @@ OUTPUT
   per attempt status, category, verdict, delivery, wait_before_ms, wait_source
   (none/local/server), start_ms, end_ms, allowance_ms, server_delay_ms, retry_after,
   error, problem, reached, reused_connection.
-  -v prints the request and a timeline to stderr as it happens. Values of
-  Authorization, Cookie, API-key and token headers are never printed.
+  -v prints the request and a timeline to stderr as it happens. The value of a header
+  whose name contains key, token, secret, password, auth, session, cookie, signature or
+  credential (Idempotency-Key excepted) is never printed, nor, in a URL, user
+  information or the value of a query parameter named like those or pwd, pass, jwt, sig.
   On a terminal, a status line on stderr shows the elapsed time of a slow request.
-  -o writes through a temporary file beside FILE, renamed into place only on success:
-  on failure or interruption FILE is left as it was.
+  -o streams each attempt's 2xx body, as it arrives, into a temporary file (beside FILE
+  when that directory is writable, else in $TMPDIR or /tmp), so any size works; FILE is
+  touched only on success, and is left as it was on failure or interruption:
+    a new FILE is the temporary file renamed into place, mode 0666 & ~umask;
+    an existing file is overwritten in place: it keeps its inode, mode, owner and hard
+    links, and a symlink stays, its target written;
+    a FIFO or device (-o /dev/null, /dev/stdout on a pipe) is written directly as the
+    bytes arrive: once bytes went there, a failed attempt is NOT retried (stop
+    rejected, category output_already_written).
+  --max-filesize bounds the body (with -o or on stdout): a larger one stops the request,
+  rejected (category max_filesize), without retrying.
+  Without -o the body is held in memory until the request succeeds, at most
+  --stdout-limit bytes (default 8M); a larger body is rejected (response_too_large).
 
 SIGNALS
   SIGINT (Ctrl-C) or SIGTERM cancels the request in flight: stop reason cancelled,
@@ -89,7 +102,7 @@ SIGNALS
 
 EXIT STATUS
   0    succeeded
-  1    the request succeeded but its body could not be written
+  1    the body could not be written (-o or stdout)
   2    bad command line (bad URL, header, duration, count, jitter, unreadable -d @FILE
        or --cacert, unusable -o): nothing was sent
   10   rejected: a failure another attempt cannot fix (4xx, a permanent rule, TLS
@@ -208,8 +221,16 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
   text_option(fetch, "--cacert", args.cacert, "also trust the CA certificates in FILE (PEM)", "FILE", request);
 
   const std::string output = "Output";
-  text_option(fetch, "-o,--output", args.output, "write the body to FILE instead of stdout (- is\nstdout), only on success", "FILE",
-              output);
+  text_option(fetch, "-o,--output", args.output,
+              "write the body to FILE instead of stdout (- is\nstdout), streamed, put in place only on\n"
+              "success; a FIFO or device is written as bytes\narrive, and then not retried (see OUTPUT)",
+              "FILE", output);
+  text_option(fetch, "--max-filesize", args.max_filesize,
+              "refuse a body larger than BYTES (k, M, G:\nKiB, MiB, GiB): permanent, not retried",
+              "BYTES", output);
+  text_option(fetch, "--stdout-limit", args.stdout_limit,
+              "without -o, the body is held in memory until\nsuccess: at most BYTES (default 8M, at most 1G)",
+              "BYTES", output);
   fetch.add_flag("-v,--verbose", args.verbose, "print the request and the retry timeline to\nstderr as it happens")
       ->group(output);
   fetch.add_flag("--json", args.json, "print one JSON object describing the outcome\non stdout instead of the body")
@@ -251,7 +272,8 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               "NAME=VALUE", permanent);
   text_option(fetch, "--permanent-5xx-body", args.permanent_5xx_body,
               "a 5xx whose body matches REGEX (ECMAScript,\n"
-              "case-insensitive) is permanent",
+              "case-insensitive, '.' stops at a line break) is\n"
+              "permanent; a search too costly for a body is no match",
               "REGEX", permanent);
 }
 

@@ -87,10 +87,11 @@ TEST_CASE("cli: headers: 'Name: value', never echoing a value") {
 TEST_CASE("cli: credentials are recognised and redacted") {
   using coretry::cli::is_sensitive_header;
   for (const char* name : {"Authorization", "proxy-authorization", "Cookie", "Set-Cookie", "X-Api-Key", "api-key",
-                           "X-Auth-Token", "X-Session-Id", "apikey"})
-    CHECK_MESSAGE(is_sensitive_header(name), name);
+                           "X-Auth-Token", "X-Session-Id", "apikey", "Ocp-Apim-Subscription-Key", "X-Master-Key",
+                           "x-functions-key"})
+    CHECK_MESSAGE(is_sensitive_header(name), std::string{name});
   for (const char* name : {"Content-Type", "Idempotency-Key", "X-Request-Id", "Accept"})
-    CHECK_MESSAGE(!is_sensitive_header(name), name);
+    CHECK_MESSAGE(!is_sensitive_header(name), std::string{name});
 
   using coretry::cli::redact_url;
   CHECK(redact_url("http://user:pw@host/path?api_key=abc&page=2") == "http://REDACTED@host/path?api_key=REDACTED&page=2");

@@ -3,6 +3,7 @@
 // what is left on disk.
 
 #include "process.hpp"
+#include "raw_server.hpp"
 
 #include <boost/json.hpp>
 
@@ -168,7 +169,18 @@ TEST_CASE("cli: Retry-After as an HTTP date is honoured as a minimum") {
   check_outcome(r, 0, "succeeded", 2);
   const auto json = r.json();
   CHECK(text(attempt(json, 1).at("wait_source")) == "server");
-  CHECK(attempt(json, 1).at("wait_before_ms").as_int64() >= 1000);
+  // Retry-After is the server's Date plus 2 s, both from one reading of its
+  // clock, and the client measures the date against that Date: exactly 2 s.
+  CHECK(attempt(json, 0).at("server_delay_ms").as_int64() == 2000);
+  // The planned wait is at least the server's delay (plus up to 100 ms of
+  // spread), never less.
+  CHECK(attempt(json, 1).at("wait_before_ms").as_int64() >= 2000);
+  CHECK(attempt(json, 1).at("wait_before_ms").as_int64() <= 2100);
+  // The measured gap: a timer fires late, never early; start and end are
+  // each rounded to the nearest millisecond, so their difference can read
+  // up to 1 ms short of the 2000 ms slept.
+  const auto gap = attempt(json, 1).at("start_ms").as_int64() - attempt(json, 0).at("end_ms").as_int64();
+  CHECK(gap >= 2000 - 1);
 }
 
 TEST_CASE("cli: a drip-fed body is cut at the attempt deadline, not the idle limit") {
@@ -308,6 +320,29 @@ TEST_CASE("cli: -v: a timeline as it happens, and credentials never printed") {
   CHECK(r.err.find("attempt 2 ends: HTTP 502") != std::string::npos);
   CHECK(r.err.find("(local backoff)") != std::string::npos);
   CHECK(r.err.find("stop: succeeded after 3 attempts") != std::string::npos);
+}
+
+TEST_CASE("cli: -v and --json never print subscription, master or function keys, nor pwd, pass, jwt in a URL") {
+  raw_server server([](unsigned, int fd) {
+    raw_server::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Master-Key: m4ster-reply\r\n"
+                             "Connection: close\r\n\r\nok");
+  });
+  const auto r = run({"fetch", "-v", "--json", "-H", "Ocp-Apim-Subscription-Key: 0cp-secret", "-H",
+                      "X-Master-Key: m4ster-secret", "-H", "x-functions-key: fn-secret", "-H", "X-Trace: visible",
+                      server.url("/report?pwd=pwd-secret&pass=pass-secret&jwt=jwt-secret&page=2")});
+  INFO(r.err);
+  CHECK(r.status == 0);
+  for (const char* secret :
+       {"0cp-secret", "m4ster-secret", "fn-secret", "m4ster-reply", "pwd-secret", "pass-secret", "jwt-secret"}) {
+    CAPTURE(secret);
+    CHECK(r.err.find(secret) == std::string::npos);
+    CHECK(r.out.find(secret) == std::string::npos);
+  }
+  CHECK(r.err.find("Ocp-Apim-Subscription-Key: [redacted]") != std::string::npos);
+  CHECK(r.err.find("< X-Master-Key: [redacted]") != std::string::npos);
+  CHECK(r.err.find("X-Trace: visible") != std::string::npos);
+  CHECK(text(r.json().at("url")).find("page=2") != std::string::npos);
+  CHECK(text(r.json().at("url")).find("pwd=REDACTED") != std::string::npos);
 }
 
 TEST_CASE("cli: the progress line: never on a pipe, shown on a terminal for a slow request") {

@@ -105,7 +105,8 @@ void check_retry_after(std::string_view input, time_point now, const std::option
   }
   if (!date) {
     // Only an RFC 850 date, whose century depends on `now`, can be valid here
-    // while invalid for parse_http_date (29 Feb, or a year before 1900).
+    // while invalid for parse_http_date (29 Feb of a year that is leap in one
+    // century and not in the other).
     if (delay) FUZZ_CHECK(is_rfc850_form(text));
   }
   if (date && !is_rfc850_form(text)) {
@@ -113,6 +114,10 @@ void check_retry_after(std::string_view input, time_point now, const std::option
     if (*date == time_point::max()) {
       // Saturated: the real date lies beyond time_point::max().
       FUZZ_CHECK(delay->count() >= expected_delay_until(nanoseconds_since_epoch(time_point::max()) + 1, now));
+    } else if (*date == time_point::min()) {
+      // Saturated: the real date lies before time_point::min(), so before any
+      // `now`: long past, no wait.
+      FUZZ_CHECK(delay->count() == 0);
     } else {
       FUZZ_CHECK(delay->count() == expected_delay_until(nanoseconds_since_epoch(*date), now));
     }
@@ -153,9 +158,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (date) {
     const std::string_view text = trim(input);
     FUZZ_CHECK(!text.empty() && !is_ascii_digit(text.front()));
-    // Whole seconds, in the years 1900-9999 (the latter saturating).
-    FUZZ_CHECK(nanoseconds_since_epoch(*date) % 1'000'000'000 == 0 || *date == time_point::max());
-    FUZZ_CHECK(*date >= at(-2'208'988'800'000'000'000)); // 1900-01-01
+    // Whole seconds, any year 0000-9999, saturating at both ends of the clock.
+    FUZZ_CHECK(nanoseconds_since_epoch(*date) % 1'000'000'000 == 0 || *date == time_point::max() ||
+               *date == time_point::min());
   }
 
   for (const time_point now : fixed_references) {
@@ -163,7 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(coretry::http::parse_retry_after(padded, now) == coretry::http::parse_retry_after(input, now));
   }
 
-  if (date && *date != time_point::max()) {
+  if (date && *date != time_point::max() && *date != time_point::min()) {
     // A date is not in the future of itself; one nanosecond earlier it is
     // exactly one nanosecond away.
     FUZZ_CHECK(coretry::http::parse_retry_after(input, *date) == nanoseconds::zero());

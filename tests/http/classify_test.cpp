@@ -1,12 +1,16 @@
 // The client policy table and idempotency rules, on synthetic exchanges.
 
 #include <coretry/http/classify.hpp>
+#include <coretry/http/redact.hpp>
 #include <coretry/http/retry_after.hpp>
 
 #include <boost/asio/error.hpp>
 #include <boost/beast/http/error.hpp>
 
 #include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
 
 namespace beast_http = boost::beast::http;
 using namespace std::chrono_literals;
@@ -118,4 +122,121 @@ TEST_CASE("classify: idempotent methods per RFC 9110") {
     CHECK(coretry::http::is_idempotent(m));
   for (auto m : {beast_http::verb::post, beast_http::verb::patch, beast_http::verb::connect})
     CHECK_FALSE(coretry::http::is_idempotent(m));
+}
+
+TEST_CASE("classify: dates before 1900 are dates, and a Date the clock cannot hold is no reference") {
+  exchange x = answered(503);
+  x.received_at = *coretry::http::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT");
+  x.res->set(beast_http::field::date, "Sun, 31 Dec 1899 23:59:50 GMT");
+  x.res->set(beast_http::field::retry_after, "Mon, 01 Jan 1900 00:00:02 GMT");
+  CHECK(coretry::http::server_delay(x) == coretry::duration(12s)); // from the server's own 1899 clock
+  // A Date before the clock's range is not a reference; the local arrival
+  // time is, and the Retry-After date is long past: no wait.
+  x.res->set(beast_http::field::date, "Mon, 01 Jan 1000 00:00:00 GMT");
+  x.res->set(beast_http::field::retry_after, "Mon, 01 Jan 1000 00:00:02 GMT");
+  CHECK(coretry::http::server_delay(x) == coretry::duration(0s));
+  // The same for a Date after it: measured from the arrival time, 2262 is far.
+  x.res->set(beast_http::field::date, "Fri, 31 Dec 9999 23:59:59 GMT");
+  x.res->set(beast_http::field::retry_after, "Sun, 06 Nov 1994 08:50:07 GMT");
+  CHECK(coretry::http::server_delay(x) == coretry::duration(30s));
+}
+
+TEST_CASE("classify: a 5xx body rule searches a 1 MiB body without recursion") {
+  using coretry::http::letter_case;
+  const auto rule = coretry::http::permanent_5xx_when_body_matches("error.*HTTP 4[0-9][0-9]", letter_case::insensitive);
+  exchange x = answered(503);
+  // A body std::regex's recursive matcher overflows the stack on: one long
+  // line the pattern's `.*` runs over, and no match at its end.
+  std::string body(1 << 20, 'a');
+  body.replace(0, 5, "ERROR");
+  x.res->body() = body;
+  CHECK_FALSE(rule({}, x).has_value());
+  CHECK(classify_exchange({}, x).status == attempt_status::transient);
+
+  body.replace(body.size() - 8, 8, "http 403");
+  x.res->body() = body;
+  const auto v = rule({}, x);
+  REQUIRE(v.has_value());
+  CHECK(v->status == attempt_status::permanent);
+  CHECK(v->category == "upstream_refused");
+
+  SUBCASE("case matters unless asked otherwise") {
+    const auto exact = coretry::http::permanent_5xx_when_body_matches("error.*HTTP 4[0-9][0-9]");
+    CHECK_FALSE(exact({}, x).has_value());
+  }
+  SUBCASE("a 2xx or a 4xx with that body is not the rule's") {
+    exchange ok = answered(200);
+    ok.res->body() = body;
+    CHECK_FALSE(rule({}, ok).has_value());
+    exchange not_found = answered(404);
+    not_found.res->body() = body;
+    CHECK_FALSE(rule({}, not_found).has_value());
+  }
+  SUBCASE("a line break stops `.`") {
+    exchange split = answered(503);
+    split.res->body() = "error\nHTTP 404";
+    CHECK_FALSE(rule({}, split).has_value());
+  }
+  SUBCASE("a pattern with catastrophic backtracking ends, as no match") {
+    const auto nested = coretry::http::permanent_5xx_when_body_matches("(a*)*(b|c)$");
+    exchange slow = answered(503);
+    slow.res->body() = std::string(1 << 20, 'a');
+    CHECK_FALSE(nested({}, slow).has_value());
+  }
+}
+
+TEST_CASE("classify: a 5xx body rule refuses a bad pattern, or takes a predicate") {
+  CHECK_THROWS_AS(coretry::http::permanent_5xx_when_body_matches("website ("), std::invalid_argument);
+  CHECK_THROWS_WITH(coretry::http::permanent_5xx_when_body_matches("website ("),
+                    doctest::Contains("not a valid regular expression"));
+  CHECK_THROWS_AS(coretry::http::permanent_5xx_when_body_matches(""), std::invalid_argument);
+  CHECK_THROWS_AS(coretry::http::permanent_5xx_when_body({}), std::invalid_argument);
+  std::size_t seen = 0;
+  const auto rule = coretry::http::permanent_5xx_when_body([&seen](std::string_view body) {
+    seen = body.size();
+    return body.find("refused") != std::string_view::npos;
+  });
+  exchange x = answered(502);
+  x.res->body() = "upstream refused";
+  REQUIRE(rule({}, x).has_value());
+  CHECK(seen == x.res->body().size());
+  x.res->body() = "later";
+  CHECK_FALSE(rule({}, x).has_value());
+}
+
+// The library's one redaction list (coretry/http/redact.hpp), which the
+// client's errors, the fault server's log and `coretry fetch` all go by.
+TEST_CASE("redact: header names that carry credentials") {
+  using coretry::http::is_sensitive_header;
+  for (const char* name :
+       {"Authorization", "proxy-authorization", "Cookie", "Set-Cookie", "X-Api-Key", "api-key", "apikey",
+        "X-Auth-Token", "X-Session-Id", "Ocp-Apim-Subscription-Key", "X-Master-Key", "x-functions-key",
+        "OCP-APIM-SUBSCRIPTION-KEY", "X-Amz-Security-Token", "X-Hub-Signature-256", "X-Client-Secret",
+        "X-Password", "X-Goog-Credential"})
+    CHECK_MESSAGE(is_sensitive_header(name), std::string{name});
+  for (const char* name : {"Content-Type", "Idempotency-Key", "idempotency-key", "X-Request-Id", "Accept",
+                           "X-Trace", "Passenger", "X-Sig", "Keep-Alive"})
+    CHECK_MESSAGE(!is_sensitive_header(name), std::string{name});
+  CHECK(is_sensitive_header(std::string(300, 'x'))); // too long to check: hidden
+}
+
+TEST_CASE("redact: query parameters that carry credentials") {
+  using coretry::http::is_sensitive_query_parameter;
+  for (const char* name : {"api_key", "KEY", "access_token", "client_secret", "password", "auth", "sessionid",
+                           "cookie", "signature", "pwd", "pass", "passwd", "jwt", "sig", "X-Amz-Signature"})
+    CHECK_MESSAGE(is_sensitive_query_parameter(name), std::string{name});
+  for (const char* name : {"page", "q", "sort", "id", "format"})
+    CHECK_MESSAGE(!is_sensitive_query_parameter(name), std::string{name});
+
+  using coretry::http::redact_url;
+  CHECK(redact_url("http://user:pw@host/path?api_key=abc&page=2") == "http://REDACTED@host/path?api_key=REDACTED&page=2");
+  CHECK(redact_url("https://h/x?pwd=p1&pass=p2&jwt=eyJ.x.y&sig=s1&q=books") ==
+        "https://h/x?pwd=REDACTED&pass=REDACTED&jwt=REDACTED&sig=REDACTED&q=books");
+  const std::string encoded = redact_url("https://h/x?p%77d=p1&q=books"); // pwd, percent-encoded
+  CHECK(encoded.find("p1") == std::string::npos);
+  CHECK(encoded.find("=REDACTED&q=books") != std::string::npos);
+  CHECK(redact_url("https://h/x?Subscription-Key=k&JWT=t") == "https://h/x?Subscription-Key=REDACTED&JWT=REDACTED");
+  CHECK(redact_url("https://host/x") == "https://host/x");
+  // Not a URL: no query, nothing before an '@'.
+  CHECK(redact_url("ht tp://u:p@h/x?pwd=1") == "REDACTED@h/x");
 }

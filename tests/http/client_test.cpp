@@ -333,7 +333,7 @@ TEST_CASE("the seed's extra rules: out of credits and a refused scraper target a
   auto options = h.with_policy();
   options.classifiers.push_back(coretry::http::permanent_429_when_header("x-api-remaining-credits", "0"));
   options.classifiers.push_back(
-      coretry::http::permanent_5xx_when_body_matches(std::regex("website returned HTTP 4[0-9][0-9]", std::regex::icase)));
+      coretry::http::permanent_5xx_when_body_matches("website returned HTTP 4[0-9][0-9]", coretry::http::letter_case::insensitive));
   SUBCASE("credits header exactly 0: out of credits") {
     const auto r = h.send(beast_http::verb::get,
                           server->base_url() + "/seq/d?steps=429;header=x-api-remaining-credits:0,200", options);

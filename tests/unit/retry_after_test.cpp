@@ -280,11 +280,31 @@ TEST_CASE("http-date: only ASCII digits count") {
   check_date_rejected("Sun Nov +6 08:49:37 1994");
 }
 
-TEST_CASE("http-date: years from 1900 are accepted, earlier ones are not") {
+TEST_CASE("http-date: every four-digit year is accepted, the earliest saturate to time_point::min()") {
   check_date("Mon, 01 Jan 1900 00:00:00 GMT", -2208988800);
-  check_date_rejected("Sun, 31 Dec 1899 23:59:59 GMT");
-  check_date_rejected("Sat, 01 Jan 0000 00:00:00 GMT");
-  check_date_rejected("Mon Jan  1 00:00:00 1000");
+  check_date("Sun, 31 Dec 1899 23:59:59 GMT", -2208988801);
+  check_date("Sun Dec 31 23:59:59 1899", -2208988801);
+  check_date("Wed, 01 Jan 1800 00:00:00 GMT", -5364662400);
+  constexpr auto earliest = system_clock::time_point::min();
+  for (const std::string_view text : {"Sat, 01 Jan 0000 00:00:00 GMT", "Mon Jan  1 00:00:00 1000",
+                                      "Tue, 29 Feb 0000 12:00:00 GMT", "Mon, 01 Jan 0001 00:00:00 GMT"}) {
+    CAPTURE(text);
+    const auto parsed = parse_http_date(text);
+    REQUIRE(parsed.has_value());
+    if constexpr (std::is_same_v<system_clock::duration, nanoseconds>) CHECK(ticks(*parsed) == ticks(earliest));
+    else CHECK(ticks(*parsed) < ticks(unix_time(-2208988800)));
+  }
+  // Year 0 of the proleptic Gregorian calendar is a leap year, 100 is not.
+  check_date_rejected("Mon, 29 Feb 0100 00:00:00 GMT");
+  check_date_rejected("Sat, 01 Jan 10000 00:00:00 GMT");
+  check_date_rejected("Sat, 01 Jan 999 00:00:00 GMT");
+  if constexpr (std::is_same_v<system_clock::duration, nanoseconds>) {
+    // The first whole second a nanosecond clock holds is 1677-09-21 00:12:44.
+    check_date("Tue, 21 Sep 1677 00:12:44 GMT", -9223372036);
+    const auto one_earlier = parse_http_date("Tue, 21 Sep 1677 00:12:43 GMT");
+    REQUIRE(one_earlier.has_value());
+    CHECK(ticks(*one_earlier) == ticks(earliest));
+  }
 }
 
 TEST_CASE("http-date: dates past the clock's range saturate to time_point::max()") {
@@ -484,7 +504,6 @@ TEST_CASE("retry-after: invalid dates are rejected") {
   check_retry_after_rejected("Wed, 29 Feb 2023 00:00:00 GMT", now);
   check_retry_after_rejected("Sun, 6 Nov 1994 08:49:37 GMT", now);
   check_retry_after_rejected("Sun, 06 Nov 1994 08:49:37 GMT x", now);
-  check_retry_after_rejected("Sun, 31 Dec 1899 23:59:59 GMT", now);
   check_retry_after_rejected("Sun Nov 6 08:49:37 1994", now);
   check_retry_after_rejected("Sunday, 06-Nov-1994 08:49:37 GMT", now);
   check_retry_after_rejected("Sun, 06 Nov 1994 08:49:37 GMT 120", now);
@@ -520,15 +539,29 @@ TEST_CASE("retry-after: RFC 850 two-digit years resolve relative to now") {
     // Without a reference time the fixed window applies instead.
     check_date("Friday, 06-Nov-05 08:49:37 GMT", 1131266977);
   }
-  SUBCASE("a resolved year before 1900 is rejected") {
+  SUBCASE("a resolved year before 1900 counts like any other") {
     const auto now = unix_time(-2208988800) - 24h * 365 * 10; // 1890-01-03: 1841 through 1940
-    check_retry_after_rejected("Thursday, 01-Jan-80 00:00:00 GMT", now);           // 1880
+    check_delay("Thursday, 01-Jan-80 00:00:00 GMT", now, 0s);                      // 1880: past
+    check_delay("Thursday, 01-Jan-91 00:00:00 GMT", now, seconds{-2492985600} - (now - unix_time(0))); // 1891
     check_delay("Thursday, 01-Jan-20 00:00:00 GMT", now, seconds{-1577923200} - (now - unix_time(0))); // 1920
   }
   SUBCASE("IMF-fixdate and asctime years are taken as written") {
     const auto now = unix_time(1773576000);
     check_delay("Sun, 06 Nov 2094 08:49:37 GMT", now, seconds{3939871777 - 1773576000});
     check_delay("Sun Nov  6 08:49:37 2094", now, seconds{3939871777 - 1773576000});
+  }
+}
+
+TEST_CASE("retry-after: dates before the clock's range mean no wait, whatever now is") {
+  check_delay("Sun, 31 Dec 1899 23:59:59 GMT", unix_time(1773576000), 0ns);
+  check_delay("Sun, 31 Dec 1899 23:59:59 GMT", unix_time(-2208988805), 4s);
+  for (const std::string_view text : {"Sat, 01 Jan 0000 00:00:00 GMT", "Mon Jan  1 00:00:00 1000",
+                                      "Fri, 31 Dec 1600 23:59:59 GMT"}) {
+    CAPTURE(text);
+    check_delay(text, unix_time(1773576000), 0ns);
+    check_delay(text, unix_time(0), 0ns);
+    check_delay(text, system_clock::time_point::min(), 0ns);
+    check_delay(text, system_clock::time_point::max(), 0ns);
   }
 }
 
@@ -556,8 +589,8 @@ TEST_CASE("retry-after: extreme values of now do not overflow") {
               seconds{-2208988800} - earliest.time_since_epoch());
   if constexpr (std::is_same_v<system_clock::duration, nanoseconds>) {
     // Two-digit years follow `now` even at the ends of the clock's range:
-    // in 2262, 94 is 2294; in 1677, 94 is 1694, which is before 1900.
+    // in 2262, 94 is 2294; in 1677, 94 is 1694, a date like any other.
     check_delay("Sunday, 06-Nov-94 08:49:37 GMT", latest, seconds{10251218977 - 9223372037} + 145224193ns);
-    check_retry_after_rejected("Sunday, 06-Nov-94 08:49:37 GMT", earliest);
+    check_delay("Sunday, 06-Nov-94 08:49:37 GMT", earliest, seconds{-8682909023} - earliest.time_since_epoch());
   }
 }

@@ -5,9 +5,13 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/regex.hpp>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+
+#include <memory>
+#include <stdexcept>
 
 namespace coretry::http {
 
@@ -46,8 +50,13 @@ std::optional<duration> server_delay(const exchange& x) {
   if (field == x.res->end()) return std::nullopt;
   // An HTTP-date is measured against the server's own clock when it sent one.
   std::chrono::system_clock::time_point reference = x.received_at;
+  // A Date the clock cannot hold (saturated to its minimum or maximum) is no
+  // reference: the delay would be measured from the wrong end of time.
   if (const auto date = x.res->find(beast_http::field::date); date != x.res->end())
-    if (const auto server_now = parse_http_date(date->value())) reference = *server_now;
+    if (const auto server_now = parse_http_date(date->value());
+        server_now && *server_now != std::chrono::system_clock::time_point::min() &&
+        *server_now != std::chrono::system_clock::time_point::max())
+      reference = *server_now;
   return parse_retry_after(field->value(), reference);
 }
 
@@ -138,13 +147,40 @@ classifier_extension permanent_429_when_header(std::string header, std::string v
   };
 }
 
-classifier_extension permanent_5xx_when_body_matches(std::regex pattern) {
-  return [pattern = std::move(pattern)](const boost::system::error_code& ec,
+classifier_extension permanent_5xx_when_body(std::function<bool(std::string_view body)> matches) {
+  if (!matches) throw std::invalid_argument("coretry::http::permanent_5xx_when_body: no predicate");
+  return [matches = std::move(matches)](const boost::system::error_code& ec,
                                         const exchange& x) -> std::optional<verdict> {
     if (ec || !x.res || x.res->result_int() < 500 || x.res->result_int() > 599) return std::nullopt;
-    if (!std::regex_search(x.res->body(), pattern)) return std::nullopt;
+    if (!matches(x.res->body())) return std::nullopt;
     return verdict::permanent("upstream_refused");
   };
+}
+
+classifier_extension permanent_5xx_when_body_matches(std::string_view pattern, letter_case cases) {
+  if (pattern.empty())
+    throw std::invalid_argument("coretry::http::permanent_5xx_when_body_matches: the pattern is empty");
+  // Boost.Regex, not std::regex: libstdc++'s matcher recurses once per
+  // character, so a long body overflows the stack. Boost's keeps its stack
+  // on the heap and throws when a search exceeds its memory or work limits.
+  auto flags = boost::regex::ECMAScript | boost::regex::no_mod_s;
+  if (cases == letter_case::insensitive) flags |= boost::regex::icase;
+  std::shared_ptr<const boost::regex> expression;
+  try {
+    expression = std::make_shared<const boost::regex>(pattern.begin(), pattern.end(), flags);
+  } catch (const boost::regex_error& error) {
+    throw std::invalid_argument(
+        std::string{"coretry::http::permanent_5xx_when_body_matches: not a valid regular expression: "} +
+        error.what());
+  }
+  return permanent_5xx_when_body([expression](std::string_view body) {
+    try {
+      return boost::regex_search(body.begin(), body.end(), *expression);
+    } catch (const std::runtime_error&) {
+      // Too much work or memory for this body: not a match.
+      return false;
+    }
+  });
 }
 
 } // namespace coretry::http

@@ -4,6 +4,7 @@
 #include <coretry/http/redact.hpp>
 
 #include "response_reading.hpp"
+#include "streamed_body.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/append.hpp>
@@ -266,6 +267,7 @@ struct prepared_request {
   std::function<void(request&, const attempt_context<std::chrono::steady_clock>&)> decorate;
   std::function<std::optional<std::string>(const response&)> validate;
   std::vector<classifier_extension> classifiers;
+  body_streaming streaming; ///< empty unless the caller takes bodies piece by piece
   bool repeatable = false; ///< idempotent or keyed: may be sent again after an ambiguous failure
 };
 
@@ -736,7 +738,7 @@ asio::awaitable<coretry::detail::attempt_completion<T>> under_limit(asio::steady
 /// attempt's deadline still bounds the whole.
 template <class Stream>
 asio::awaitable<error_code> read_response(client_state& state, Stream& stream, connection& conn,
-                                          beast_http::response_parser<beast_http::string_body>& parser,
+                                          beast_http::response_parser<streamed_body>& parser,
                                           const asio::cancellation_state& cancel_state, bool& answered) {
   std::optional<asio::steady_timer> idle;
   if (state.options.idle_timeout != duration::zero()) idle.emplace(co_await asio::this_coro::executor);
@@ -779,7 +781,7 @@ asio::awaitable<error_code> read_response(client_state& state, Stream& stream, c
 /// `answered` tells whether any byte of a response arrived.
 template <class Stream>
 asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connection& conn, const request& req,
-                                     exchange& x, bool& keep_alive, bool& answered) {
+                                     const body_streaming& streaming, exchange& x, bool& keep_alive, bool& answered) {
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   x.reached = stage::writing;
   if (cancellation_requested(cancel_state)) {
@@ -802,9 +804,16 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
       x.error = response_error::too_many_interim_responses;
       co_return;
     }
-    beast_http::response_parser<beast_http::string_body> parser;
+    beast_http::response_parser<streamed_body> parser;
     parser.header_limit(state.options.header_limit);
     parser.body_limit(state.options.body_limit);
+    // A body that may go to the sink is bounded by the sink, not by the
+    // parser; one kept in memory still by body_limit (in the body itself).
+    parser.get().body().limit = state.options.body_limit;
+    if (streaming.enabled()) {
+      parser.body_limit(boost::none);
+      parser.get().body().streaming = &streaming;
+    }
     if (req.method() == beast_http::verb::head) parser.skip(true);
     if (cancellation_requested(cancel_state)) {
       x.error = asio::error::operation_aborted;
@@ -820,7 +829,7 @@ asio::awaitable<void> write_and_read(client_state& state, Stream& stream, connec
     // with the connection. A request that asked to close, and a connection
     // switched to another protocol, are not reused either.
     keep_alive = parser.keep_alive() && req.keep_alive() && status != 101;
-    x.res.emplace(parser.release());
+    x.res.emplace(to_response(parser.release()));
     break;
   }
   x.received_at = std::chrono::system_clock::now();
@@ -894,6 +903,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   prepared_req->decorate = options.decorate;
   prepared_req->validate = options.validate;
   prepared_req->classifiers = options.classifiers;
+  prepared_req->streaming = {options.stream_body, options.body_sink};
   p.request = std::move(prepared_req);
   return p;
 }
@@ -972,9 +982,10 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
     bool keep_alive = false;
     bool answered = false;
     if (auto* tls = std::get_if<ssl::stream<tcp::socket>>(&conn.stream))
-      co_await write_and_read(*state, *tls, conn, *req, x, keep_alive, answered);
+      co_await write_and_read(*state, *tls, conn, *req, prepared->streaming, x, keep_alive, answered);
     else
-      co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, x, keep_alive, answered);
+      co_await write_and_read(*state, std::get<tcp::socket>(conn.stream), conn, *req, prepared->streaming, x, keep_alive,
+                           answered);
 
     // A repeatable request that found its reused connection closed by the
     // server after the check before reuse, before a byte of answer, goes

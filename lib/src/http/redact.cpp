@@ -5,41 +5,56 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
+#include <optional>
 #include <string>
 
 namespace coretry::http {
 namespace {
 
-// Query parameters whose values are credentials often enough to hide.
-bool is_sensitive_parameter(std::string_view name) {
-  std::string lowered{name};
-  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const std::string_view word : {"key", "token", "secret", "password", "passwd", "signature", "sig", "auth",
-                                      "session", "credential"})
-    if (lowered.find(word) != std::string::npos) return true;
-  return false;
+// The one list: a header or query parameter whose name contains one of these
+// words (in any case) carries a credential: Authorization, Cookie,
+// X-Api-Key, Ocp-Apim-Subscription-Key, X-Master-Key, x-functions-key,
+// X-Auth-Token, X-Hub-Signature, a session id...
+constexpr std::array<std::string_view, 9> credential_words{"key",    "token",  "secret",    "password", "auth",
+                                                           "session", "cookie", "signature", "credential"};
+// Short names that are credentials in query strings (?pwd=, ?pass=, ?jwt=,
+// ?sig=); as header names they would hide too much.
+constexpr std::array<std::string_view, 4> query_credential_words{"pwd", "pass", "jwt", "sig"};
+
+// Names are short; longer ones count as sensitive rather than be copied.
+constexpr std::size_t longest_checked_name = 256;
+
+// Lower-cases `name` into `buffer` (ASCII only: names are tokens); empty
+// when it does not fit.
+std::optional<std::string_view> lowered(std::string_view name, std::array<char, longest_checked_name>& buffer) noexcept {
+  if (name.size() > buffer.size()) return std::nullopt;
+  std::transform(name.begin(), name.end(), buffer.begin(),
+                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+  return std::string_view(buffer.data(), name.size());
+}
+
+template <std::size_t N>
+bool contains_any(std::string_view text, const std::array<std::string_view, N>& words) noexcept {
+  return std::any_of(words.begin(), words.end(),
+                     [text](std::string_view word) { return text.find(word) != std::string_view::npos; });
 }
 
 } // namespace
 
 bool is_sensitive_header(std::string_view name) noexcept {
-  // Field names are short; a fixed buffer keeps this allocation-free.
-  std::array<char, 128> buffer;
-  if (name.size() > buffer.size()) return true; // no such credential-free name is worth the risk
-  std::transform(name.begin(), name.end(), buffer.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const std::string_view lowered(buffer.data(), name.size());
-  if (lowered == "authorization" || lowered == "proxy-authorization" || lowered == "cookie" ||
-      lowered == "set-cookie" || lowered == "x-amz-security-token")
-    return true;
-  // Idempotency-Key names a request, it grants nothing.
-  if (lowered == "idempotency-key") return false;
-  for (const std::string_view word : {"api-key", "apikey", "api_key", "x-key", "token", "secret", "password",
-                                      "session", "credential", "auth"})
-    if (lowered.find(word) != std::string_view::npos) return true;
-  return false;
+  std::array<char, longest_checked_name> buffer;
+  const auto name_lowered = lowered(name, buffer);
+  if (!name_lowered) return true; // no credential-free name is worth the risk
+  // Idempotency-Key names a request, it grants nothing: shown on purpose.
+  if (*name_lowered == "idempotency-key") return false;
+  return contains_any(*name_lowered, credential_words);
+}
+
+bool is_sensitive_query_parameter(std::string_view name) noexcept {
+  std::array<char, longest_checked_name> buffer;
+  const auto name_lowered = lowered(name, buffer);
+  if (!name_lowered) return true;
+  return contains_any(*name_lowered, credential_words) || contains_any(*name_lowered, query_credential_words);
 }
 
 std::string redact_url(std::string_view text) {
@@ -57,7 +72,7 @@ std::string redact_url(std::string_view text) {
     auto params = url.params();
     for (auto it = params.begin(); it != params.end(); ++it) {
       const auto param = *it;
-      if (param.has_value && is_sensitive_parameter(param.key)) it = params.replace(it, {param.key, "REDACTED"});
+      if (param.has_value && is_sensitive_query_parameter(param.key)) it = params.replace(it, {param.key, "REDACTED"});
     }
   }
   return std::string{url.buffer()};

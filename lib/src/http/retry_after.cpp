@@ -14,7 +14,8 @@ using std::chrono::system_clock;
 // Largest whole number of seconds whose nanosecond count still fits.
 constexpr std::int64_t max_whole_seconds_in_nanoseconds = nanoseconds::max().count() / 1'000'000'000;
 
-constexpr int earliest_year = 1900;
+// Every year four digits can write (RFC 9110 §5.6.7: `year = 4DIGIT`).
+constexpr int earliest_year = 0;
 constexpr int latest_year = 9999;
 
 constexpr std::array<std::string_view, 7> short_day_names{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
@@ -150,43 +151,31 @@ int resolve_two_digit_year(int two_digits, std::optional<int> reference_year) {
   return year_in_reference_century;
 }
 
-constexpr bool is_leap_year(std::int64_t year) {
-  return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-}
-
-constexpr int days_in_month(std::int64_t year, int month) {
-  constexpr std::array<int, 12> common_year_lengths{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  return month == 2 && is_leap_year(year) ? 29 : common_year_lengths[static_cast<std::size_t>(month - 1)];
-}
-
-// Leap years among 1 .. year-1 of the proleptic Gregorian calendar (year >= 1).
-constexpr std::int64_t leap_years_before(std::int64_t year) {
-  const std::int64_t previous = year - 1;
-  return previous / 4 - previous / 100 + previous / 400;
-}
-
-// Days from 1970-01-01 to the given valid date; negative before it.
-constexpr std::int64_t days_since_unix_epoch(std::int64_t year, int month, int day) {
-  constexpr std::array<int, 12> days_before_month_in_common_year{0,   31,  59,  90,  120, 151,
-                                                                 181, 212, 243, 273, 304, 334};
-  const std::int64_t days_before_year = (year - 1970) * 365 + leap_years_before(year) - leap_years_before(1970);
-  const int leap_day_before_month = month > 2 && is_leap_year(year) ? 1 : 0;
-  return days_before_year + days_before_month_in_common_year[static_cast<std::size_t>(month - 1)] +
-         leap_day_before_month + (day - 1);
+// Days from 1970-01-01 to the given date of the proleptic Gregorian calendar
+// (negative before it), or empty if that day does not exist (30 Feb, 29 Feb
+// of a common year). Any year 0000-9999 an HTTP-date can spell is in range.
+constexpr std::optional<std::int64_t> days_since_unix_epoch(int year, int month, int day) {
+  const std::chrono::year_month_day date{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
+                                         std::chrono::day{static_cast<unsigned>(day)}};
+  if (!date.ok()) return std::nullopt;
+  return std::chrono::sys_days{date}.time_since_epoch().count();
 }
 static_assert(days_since_unix_epoch(1970, 1, 1) == 0);
 static_assert(days_since_unix_epoch(2000, 3, 1) == 11017);
 static_assert(days_since_unix_epoch(1900, 1, 1) == -25567);
+static_assert(days_since_unix_epoch(1, 1, 1) == -719162);
+static_assert(days_since_unix_epoch(0, 2, 29) == -719469); // year 0 is a leap year
+static_assert(!days_since_unix_epoch(1900, 2, 29));
 
 // Seconds since the Unix epoch, or empty if a field is out of range.
 std::optional<std::int64_t> unix_seconds_from_fields(const date_fields& fields) {
   const bool valid = fields.year >= earliest_year && fields.year <= latest_year && fields.month >= 1 &&
-                     fields.month <= 12 && fields.day >= 1 &&
-                     fields.day <= days_in_month(fields.year, fields.month) && fields.hour <= 23 &&
+                     fields.month <= 12 && fields.day >= 1 && fields.day <= 31 && fields.hour <= 23 &&
                      fields.minute <= 59 && fields.second <= 60; // 60: leap second, rolls over below
   if (!valid) return std::nullopt;
-  return days_since_unix_epoch(fields.year, fields.month, fields.day) * 86'400 + fields.hour * 3'600 +
-         fields.minute * 60 + fields.second;
+  const auto days = days_since_unix_epoch(fields.year, fields.month, fields.day);
+  if (!days) return std::nullopt;
+  return *days * 86'400 + fields.hour * 3'600 + fields.minute * 60 + fields.second;
 }
 
 // Shared by both public functions; `text` is already trimmed.

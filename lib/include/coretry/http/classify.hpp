@@ -8,7 +8,8 @@
 
 #include <functional>
 #include <optional>
-#include <regex>
+#include <string>
+#include <string_view>
 
 namespace coretry::http {
 
@@ -43,10 +44,28 @@ using classifier_extension =
 /// header is not `value`: it falls through to the default rule.
 classifier_extension permanent_429_when_header(std::string header, std::string value);
 
-/// A 5xx whose body matches `pattern` is permanent (for example a scraper's
-/// 503 saying the target website returned HTTP 4xx: asking again gets the
-/// same refusal).
-classifier_extension permanent_5xx_when_body_matches(std::regex pattern);
+/// Whether letters match their other case in permanent_5xx_when_body_matches.
+enum class letter_case { sensitive, insensitive };
+
+/// A 5xx whose body contains a match of `pattern` is permanent (for example a
+/// scraper's 503 saying the target website returned HTTP 4xx: asking again
+/// gets the same refusal).
+///
+/// The body is the server's to choose, so the search is bounded whatever it
+/// holds: Boost.Regex's non-recursive matcher (its stack lives on the heap,
+/// in a bounded number of blocks) with its own limit on the work one search
+/// may do. A search that hits either limit is not a match: the default rule
+/// decides. `pattern` uses Perl/ECMAScript syntax, with `.` not matching a
+/// line break. Throws std::invalid_argument naming the problem for an
+/// invalid or empty pattern.
+classifier_extension permanent_5xx_when_body_matches(std::string_view pattern,
+                                                     letter_case cases = letter_case::sensitive);
+
+/// A 5xx whose body `matches` (a predicate the caller supplies, for example
+/// another regular-expression engine) is permanent, as above. `matches` sees
+/// the body exactly as received and must not throw; it is called for 5xx
+/// responses only. Throws std::invalid_argument if `matches` is empty.
+classifier_extension permanent_5xx_when_body(std::function<bool(std::string_view body)> matches);
 
 } // namespace coretry::http
 

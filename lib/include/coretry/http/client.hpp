@@ -72,6 +72,24 @@ struct request_options {
   /// reopened; nullopt when it cannot be reproduced (the attempt then fails
   /// permanently instead of sending a consumed stream).
   std::function<std::optional<std::string>(unsigned attempt)> body;
+  /// Streams response bodies instead of keeping them in `response::body()`.
+  /// `stream_body` is called for each final response that has a body (not
+  /// for HEAD, 204, 304 or a zero Content-Length), on every attempt, with
+  /// its header, as soon as the header is parsed. When it returns true, that
+  /// body is passed to `body_sink` piece by piece as it is parsed, in order
+  /// (each piece no larger than the connection's read buffer), and
+  /// `response::body()` stays empty: memory stays bounded whatever the size,
+  /// and client_options::body_limit does not apply to that body (the sink
+  /// bounds it). Bodies it declines are kept in memory, limit included.
+  /// Both run on the operation's executor, between two reads of the
+  /// connection. A non-zero error from `body_sink` ends the attempt with that
+  /// error and closes the connection; an error the default classification
+  /// does not know is permanent (a classifier may decide otherwise). A
+  /// retried attempt's body starts over: a sink that keeps bytes must start
+  /// again at each attempt (retry_observer::attempt_started). Both must be
+  /// set for either to apply.
+  std::function<bool(const boost::beast::http::response_header<>& header)> stream_body;
+  std::function<boost::system::error_code(std::string_view piece)> body_sink;
   /// Called with each attempt's own copy of the request just before it is
   /// sent: for headers that differ per attempt, such as an attempt count or
   /// the time left for a downstream deadline (`context.deadline`). Header

@@ -23,10 +23,12 @@ namespace coretry::http {
 ///   are what the sender meant.
 /// - Second 60 (a leap second) is accepted and, as POSIX time has no leap
 ///   seconds, counts as the following second (23:59:60 is 00:00:00 next day).
-/// - Years 1900-9999 are accepted; earlier ones are rejected, since no HTTP
-///   server dates from then. Dates later than system_clock::time_point can
-///   hold (2262-04-11 with a nanosecond clock) saturate to time_point::max():
-///   "far future" stays far future instead of wrapping.
+/// - Any four-digit year 0000-9999 is accepted (RFC 9110: `year = 4DIGIT`),
+///   on the proleptic Gregorian calendar. A date system_clock::time_point
+///   cannot hold saturates instead of wrapping: later than its range
+///   (2262-04-11 with a nanosecond clock) gives time_point::max(), "far
+///   future"; earlier than its range (1677-09-21) gives time_point::min(),
+///   "long past".
 /// - Without a reference time, an RFC 850 two-digit year YY means 20YY for
 ///   00-69 and 19YY for 70-99 (the POSIX strptime rule). parse_retry_after
 ///   applies the RFC's rule relative to its `now` instead.
@@ -40,8 +42,9 @@ std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string
 /// - Seconds too large for std::chrono::nanoseconds saturate to
 ///   nanoseconds::max() instead of wrapping, so a huge value reads as "too
 ///   long" rather than as a short or negative delay.
-/// - A date gives `date - now`, zero if the date is not in the future, and
-///   nanoseconds::max() if the difference does not fit.
+/// - A date gives `date - now`, zero if the date is not in the future (however
+///   long past, even before the clock's range), and nanoseconds::max() if the
+///   difference does not fit (a date too far ahead for any deadline).
 /// - An RFC 850 two-digit year resolves to the year in [Y - 49, Y + 50], with
 ///   Y the year of `now`, that ends in those digits: a year more than 50 years
 ///   ahead means the most recent past one (RFC 9110 §5.6.7). Compared by year.

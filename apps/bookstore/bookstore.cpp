@@ -253,7 +253,7 @@ private:
         // Out of descriptors and the like: the backlog stays readable, so
         // pause rather than spin.
         accept_errors_.fetch_add(1, relaxed);
-        if (!co_await gate_.pause_after_accept_error()) co_return;
+        if (!co_await gate_.pause_after_accept_error(error)) co_return;
         continue;
       }
       gate_.opened();

@@ -274,7 +274,7 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
               "requests /_log keeps, the most recent, 0 to\n1000000 (default 10000; 0 keeps none)", "N", "Options");
   text_option(faults, "--header-timeout", args.header_timeout,
               "seconds a client has to send a request's header\n(from connecting or the request's first byte),\n"
-              "and again its body; then the connection is\nclosed (default 10)",
+              "and again its body and to take each response;\nthen the connection is closed (default 10)",
               "SECONDS", "Options");
   text_option(faults, "--keep-alive-timeout", args.keep_alive_timeout,
               "seconds a kept-alive connection may stay silent\nbetween requests (default 30)", "SECONDS", "Options");

@@ -237,7 +237,7 @@ private:
         // Out of descriptors and the like: the backlog stays readable, so
         // pause rather than spin.
         ++accept_errors_;
-        if (!co_await gate_.pause_after_accept_error()) co_return;
+        if (!co_await gate_.pause_after_accept_error(error)) co_return;
         continue;
       }
       gate_.opened();
@@ -509,13 +509,21 @@ private:
     if (plan.fate == response_fate::complete && !asked.head) response.body() = std::move(body);
 
     if (stopping_) co_return false;
-    if (auto [error, bytes] = co_await http::async_write(stream, response, nothrow_awaitable); error) co_return false;
+    // A client that does not take its response within the header timeout
+    // does not hold the connection (a drip's bytes are each bounded alike).
+    beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
+    lowest.expires_after(limits_.header_timeout);
+    auto [write_error, written] = co_await http::async_write(stream, response, nothrow_awaitable);
+    lowest.expires_never();
+    if (write_error) co_return false;
 
     if (plan.fate == response_fate::drip && !asked.head) {
       for (std::size_t index = 0; index < plan.drip_bytes; ++index) {
         if (!co_await pause(current, plan.drip_interval)) co_return false;
         const char byte = drip_byte(index);
+        lowest.expires_after(limits_.header_timeout);
         auto [error, bytes] = co_await asio::async_write(stream, asio::buffer(&byte, 1), nothrow_awaitable);
+        lowest.expires_never();
         if (error) co_return false;
       }
     }

@@ -1,5 +1,6 @@
 #include "serving/serving.hpp"
 
+#include <boost/asio/error.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 
@@ -75,8 +76,9 @@ boost::asio::awaitable<bool> connection_gate::wait_for_room() {
   co_return !closed_;
 }
 
-boost::asio::awaitable<bool> connection_gate::pause_after_accept_error() {
+boost::asio::awaitable<bool> connection_gate::pause_after_accept_error(const boost::system::error_code& error) {
   if (closed_) co_return false;
+  if (error == boost::asio::error::connection_aborted) co_return true;
   room_.expires_after(accept_error_pause);
   co_await room_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
   co_return !closed_;

@@ -159,8 +159,11 @@ public:
   /// Returns once fewer than the cap are open (at once if so), or false if
   /// close() was called meanwhile.
   boost::asio::awaitable<bool> wait_for_room();
-  /// Pauses for accept_error_pause; false if close() was called meanwhile.
-  boost::asio::awaitable<bool> pause_after_accept_error();
+  /// After an accept error: pauses for accept_error_pause, except after a
+  /// connection its client aborted before it was accepted (which says
+  /// nothing about the server, and a pause would let such clients slow
+  /// everyone's accepts). False if close() was called meanwhile.
+  boost::asio::awaitable<bool> pause_after_accept_error(const boost::system::error_code& error);
 
   void opened() { ++open_; }
   /// Wakes the accept loop if it waits for room.

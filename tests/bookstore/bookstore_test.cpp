@@ -471,6 +471,21 @@ TEST_CASE("bad options are refused with a reason") {
   o.listen = "127.0.0.1:0";
   o.reserve = o.max_deadline;
   CHECK_THROWS_AS(bookstore::validate(o), std::invalid_argument);
+  o.reserve = 10ms;
+  CHECK_NOTHROW(bookstore::validate(o));
+  for (const std::size_t clients : {std::size_t{0}, bookstore::most_clients + 1}) {
+    bookstore::options bad = o;
+    bad.max_clients = clients;
+    CHECK_THROWS_AS(bookstore::validate(bad), std::invalid_argument);
+  }
+  for (const auto timeout : {0ms, -1ms, std::chrono::milliseconds{25h}}) {
+    bookstore::options bad = o;
+    bad.limits.header_timeout = timeout;
+    CHECK_THROWS_AS(bookstore::validate(bad), std::invalid_argument);
+    bad = o;
+    bad.limits.keep_alive_timeout = timeout;
+    CHECK_THROWS_AS(bookstore::validate(bad), std::invalid_argument);
+  }
 }
 
 TEST_CASE("the program refuses a bad command line with exit status 2") {
@@ -480,7 +495,11 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "ftp://x"},
         {"--pricing", "http://127.0.0.1:1/", "--threads", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--budget", "maybe"},
-        {"--pricing", "http://127.0.0.1:1/", "--max-attempts", "x"}}) {
+        {"--pricing", "http://127.0.0.1:1/", "--max-attempts", "x"},
+        {"--pricing", "http://127.0.0.1:1/", "--header-timeout", "0"},
+        {"--pricing", "http://127.0.0.1:1/", "--keep-alive-timeout", "-5"},
+        {"--pricing", "http://127.0.0.1:1/", "--max-clients", "0"},
+        {"--pricing", "http://127.0.0.1:1/", "--max-clients", "many"}}) {
     const auto result = cli_tests::run(args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);
@@ -530,6 +549,33 @@ TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the pro
     CHECK(reply->fields["Connection"] == "close");
     CHECK(pricing->log().size() == 1); // nothing more was sent after the signal
   }
+}
+
+TEST_CASE("the program's --header-timeout and --keep-alive-timeout reach its server") {
+  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:9/{id}",
+                                  "--header-timeout", "300", "--keep-alive-timeout", "400", "--max-clients", "8"}};
+  const auto line = child.read_line(10s);
+  REQUIRE(line);
+  REQUIRE(line->starts_with("listening on http://"));
+  const auto port = port_of(*line);
+  {
+    hostile::raw_connection silent{port};
+    const hostile::ending end = silent.wait_for_end(3s);
+    CHECK(end.closed);
+    CHECK(end.elapsed >= 250ms);
+    CHECK(end.elapsed < 2s);
+  }
+  {
+    hostile::raw_connection idle{port};
+    REQUIRE(idle.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+    REQUIRE(idle.read_response(3s).starts_with("HTTP/1.1 200 "));
+    const hostile::ending end = idle.wait_for_end(3s);
+    CHECK(end.closed);
+    CHECK(end.elapsed >= 350ms);
+    CHECK(end.elapsed < 2s);
+  }
+  child.send(SIGTERM);
+  CHECK(child.finish(10s).status == 0);
 }
 
 TEST_CASE("the deadline header is a number: leading zeros count, too many digits clamp, anything else is 400") {

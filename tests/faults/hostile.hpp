@@ -70,13 +70,15 @@ public:
     if (connect_now) connect();
   }
 
-  void connect() {
+  void connect() { REQUIRE_MESSAGE(try_connect(), "connect: ", std::strerror(errno)); }
+
+  /// connect() without assertions, for use while no descriptor is free.
+  bool try_connect() {
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port_);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE_MESSAGE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0,
-                    "connect: ", std::strerror(errno));
+    return ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
   }
   ~raw_connection() { close(); }
   raw_connection(const raw_connection&) = delete;
@@ -183,7 +185,9 @@ inline std::chrono::microseconds cpu_used_over(std::chrono::milliseconds duratio
 
 /// While alive, the process can open no descriptor: the soft RLIMIT_NOFILE
 /// is lowered to just above the highest open descriptor and every lower free
-/// number is taken by a duplicate. Restores both on destruction.
+/// number is taken by a duplicate. Restores both on destruction. Make no
+/// doctest assertion while it lives (record results, check them after):
+/// the sanitizers' runtime needs descriptors to check such calls.
 class descriptors_exhausted {
 public:
   descriptors_exhausted() {
@@ -199,11 +203,15 @@ public:
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
     for (;;) {
       const int copy = ::dup(STDERR_FILENO);
-      if (copy < 0) break;
+      if (copy < 0) {
+        exhausted_ = errno == EMFILE;
+        break;
+      }
       taken_.push_back(copy);
     }
-    REQUIRE(errno == EMFILE);
   }
+  /// Whether the last attempt to open a descriptor failed with EMFILE.
+  bool exhausted() const { return exhausted_; }
   ~descriptors_exhausted() {
     for (const int fd : taken_) ::close(fd);
     ::setrlimit(RLIMIT_NOFILE, &saved_);
@@ -214,6 +222,7 @@ public:
 private:
   rlimit saved_{};
   std::vector<int> taken_;
+  bool exhausted_ = false;
 };
 
 /// The request line and header of a chunked POST whose first chunk-size line

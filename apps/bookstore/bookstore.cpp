@@ -16,6 +16,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
@@ -37,6 +38,8 @@ using tcp = asio::ip::tcp;
 using strand_type = asio::strand<asio::io_context::executor_type>;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+namespace serving = coretry::serving;
+using serving::read_outcome;
 
 constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::string_view book_route = "/books/{id}";
@@ -61,29 +64,12 @@ tcp::endpoint parse_listen(std::string_view text) {
   return {address, static_cast<unsigned short>(port)};
 }
 
-// A whole, non-negative decimal number (milliseconds, an attempt count);
-// nullopt when malformed. Enormous values saturate (a deadline is clamped to
-// the local maximum anyway).
-std::optional<std::int64_t> parse_whole_number(std::string_view text) {
-  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos)
-    return text.size() > 18 && text.find_first_not_of("0123456789") == std::string_view::npos
-               ? std::optional<std::int64_t>{INT64_MAX}
-               : std::nullopt;
-  std::int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
-
-bool valid_book_id(std::string_view id) {
-  if (id.empty() || id.size() > 64) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-           c == '.';
-  });
-}
-
 // Bounded label sets of the server's own series.
-constexpr std::array<unsigned, 8> known_codes{200, 400, 404, 405, 502, 503, 504, 0}; // 0: any other
+constexpr std::array<unsigned, 10> known_codes{200, 400, 404, 405, 413, 431, 502, 503, 504, 0}; // 0: any other
+// Requests refused while being read, by serving::read_outcome.
+constexpr std::array<read_outcome, 5> refusal_reasons{read_outcome::header_timeout, read_outcome::idle_timeout,
+                                                      read_outcome::header_too_large, read_outcome::body_too_large,
+                                                      read_outcome::malformed};
 constexpr std::array<std::string_view, 3> known_routes{book_route, "/metrics", "other"};
 
 std::size_t code_index(unsigned code) {
@@ -93,9 +79,9 @@ std::size_t code_index(unsigned code) {
 }
 
 struct connection {
-  connection(strand_type s, tcp::socket sock, std::uint64_t i) : strand(std::move(s)), socket(std::move(sock)), id(i) {}
+  connection(strand_type s, tcp::socket sock, std::uint64_t i) : strand(std::move(s)), stream(std::move(sock)), id(i) {}
   strand_type strand;
-  tcp::socket socket;
+  beast::tcp_stream stream; // its timeouts bound each read and write
   std::uint64_t id;
   // Touched only on `strand`.
   bool busy = false;         ///< between reading a request and writing its response
@@ -117,6 +103,30 @@ void validate(const options& opts) {
     throw std::invalid_argument("the reserve must be shorter than the maximum deadline");
   if (opts.shutdown_grace < milliseconds::zero()) throw std::invalid_argument("the shutdown grace may not be negative");
   if (opts.max_connections == 0) throw std::invalid_argument("at least one connection to the pricing service");
+  if (auto problem = coretry::serving::validate(opts.limits)) throw std::invalid_argument(*problem);
+  if (opts.max_clients == 0 || opts.max_clients > most_clients)
+    throw std::invalid_argument("the client connection cap must be between 1 and " + std::to_string(most_clients));
+}
+
+std::optional<std::int64_t> parse_whole_number(std::string_view text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  const auto significant = text.find_first_not_of('0');
+  if (significant == std::string_view::npos) return 0;
+  text.remove_prefix(significant);
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  // Digits only, so the one failure left is a number too large: saturate
+  // (a deadline is clamped to the local maximum anyway).
+  if (error != std::errc{} || end != text.data() + text.size()) return INT64_MAX;
+  return value;
+}
+
+bool valid_book_id(std::string_view id) {
+  if (id.empty() || id.size() > 64 || id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
+  });
 }
 
 std::string pricing_target(std::string_view pricing_url, std::string_view book_id) {
@@ -130,7 +140,7 @@ class server::state : public std::enable_shared_from_this<state> {
 public:
   state(asio::io_context& io, options opts)
       : io_(io), opts_((validate(opts), std::move(opts))), strand_(asio::make_strand(io)), acceptor_(strand_),
-        grace_timer_(strand_), client_(io.get_executor(), client_options_for(opts_)), observer_({std::string{book_route}}) {
+        gate_(strand_, opts_.max_clients), grace_timer_(strand_), client_(io.get_executor(), client_options_for(opts_)), observer_({std::string{book_route}}) {
     if (opts_.budget) {
       budget_ = std::make_unique<token_bucket_budget>();
       observer_.watch_budget("pricing", *budget_);
@@ -172,6 +182,15 @@ public:
            single_attempt_.load(relaxed));
     scalar("bookstore_in_flight_requests", "gauge", "Requests being handled.", in_flight_.load(relaxed));
     scalar("bookstore_open_connections", "gauge", "Client connections open.", open_connections_.load(relaxed));
+    out += "# HELP bookstore_refused_requests_total Requests refused while being read: timeouts close the connection, "
+           "too large is answered 431 or 413, malformed 400.\n"
+           "# TYPE bookstore_refused_requests_total counter\n";
+    for (const read_outcome reason : refusal_reasons)
+      out += "bookstore_refused_requests_total{cause=\"" + std::string{serving::to_string(reason)} + "\"} " +
+             std::to_string(refused_[static_cast<std::size_t>(reason)].load(relaxed)) + "\n";
+    scalar("bookstore_accept_errors_total", "counter",
+           "Failures to accept a connection (out of descriptors...), each followed by a pause.",
+           accept_errors_.load(relaxed));
     return out;
   }
 
@@ -181,6 +200,7 @@ public:
       if (!self->stopping_.exchange(true)) {
         error_code ignored;
         self->acceptor_.close(ignored);
+        self->gate_.close();
         self->grace_timer_.expires_after(self->opts_.shutdown_grace);
         self->grace_timer_.async_wait([self](error_code ec) {
           if (ec) return;
@@ -194,7 +214,7 @@ public:
       for (auto& [id, c] : self->connections_)
         asio::post(c->strand, [c] {
           error_code ignored;
-          if (!c->busy) c->socket.close(ignored); // idle: waiting for a request
+          if (!c->busy) c->stream.socket().close(ignored); // idle: waiting for a request
           else if (c->call_pending && c->in_backoff) c->cancel.emit(asio::cancellation_type::terminal);
         });
       self->check_done();
@@ -224,10 +244,19 @@ private:
 
   asio::awaitable<void> accept_loop(std::shared_ptr<state> self) {
     while (!stopping_) {
+      // At the cap, new connections wait in the listen backlog.
+      if (!co_await gate_.wait_for_room() || stopping_) co_return;
       strand_type conn_strand = asio::make_strand(io_);
       auto [error, socket] = co_await acceptor_.async_accept(conn_strand, nothrow_awaitable);
       if (stopping_) co_return;
-      if (error) continue;
+      if (error) {
+        // Out of descriptors and the like: the backlog stays readable, so
+        // pause rather than spin.
+        accept_errors_.fetch_add(1, relaxed);
+        if (!co_await gate_.pause_after_accept_error(error)) co_return;
+        continue;
+      }
+      gate_.opened();
       auto c = std::make_shared<connection>(conn_strand, std::move(socket), ++last_id_);
       connections_.emplace(c->id, c);
       ++open_connections_;
@@ -260,13 +289,29 @@ private:
   };
 
   asio::awaitable<void> session(std::shared_ptr<state> self, std::shared_ptr<connection> c) {
-    beast::flat_buffer buffer;
-    while (!stopping_) {
+    const serving::request_limits& limits = opts_.limits;
+    beast::flat_buffer buffer = serving::make_buffer(limits);
+    for (bool first = true; !stopping_; first = false) {
       c->busy = false;
       bhttp::request_parser<bhttp::string_body> parser;
-      parser.body_limit(64 * 1024);
-      auto [error, bytes] = co_await bhttp::async_read(c->socket, buffer, parser, nothrow_awaitable);
-      if (error) break;
+      serving::apply_limits(parser, limits);
+      read_outcome outcome = co_await serving::read_request_header(c->stream, buffer, parser, limits, first);
+      if (outcome == read_outcome::complete)
+        outcome = co_await serving::read_request_body(c->stream, buffer, parser, limits);
+      if (outcome != read_outcome::complete) {
+        if (outcome != read_outcome::closed && !stopping_) {
+          refused_[static_cast<std::size_t>(outcome)].fetch_add(1, relaxed);
+          if (const unsigned status = serving::status_for(outcome)) {
+            auto res = reply(2, status, R"({"error":")" + serving::explain(outcome, limits) + R"("})");
+            res.keep_alive(false);
+            res.set(bhttp::field::server, "coretry-bookstore");
+            res.prepare_payload();
+            c->stream.expires_after(limits.header_timeout);
+            co_await bhttp::async_write(c->stream, res, nothrow_awaitable);
+          }
+        }
+        break;
+      }
       c->busy = true;
       ++in_flight_;
       bhttp::response<bhttp::string_body> res = co_await handle(c, parser.get(), steady_clock::now());
@@ -275,16 +320,20 @@ private:
       res.keep_alive(keep);
       res.set(bhttp::field::server, "coretry-bookstore");
       res.prepare_payload();
-      auto [write_error, written] = co_await bhttp::async_write(c->socket, res, nothrow_awaitable);
+      // A client that does not read its response does not hold the connection.
+      c->stream.expires_after(limits.header_timeout);
+      auto [write_error, written] = co_await bhttp::async_write(c->stream, res, nothrow_awaitable);
+      c->stream.expires_never();
       if (write_error || !keep) break;
     }
     c->busy = false;
     error_code ignored;
-    c->socket.shutdown(tcp::socket::shutdown_both, ignored);
-    c->socket.close(ignored);
+    c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    c->stream.close();
     asio::dispatch(strand_, [self, id = c->id] {
       self->connections_.erase(id);
       --self->open_connections_;
+      self->gate_.closed();
       self->check_done();
     });
   }
@@ -396,6 +445,7 @@ private:
   const options opts_;
   strand_type strand_;
   tcp::acceptor acceptor_;
+  serving::connection_gate gate_; // on strand_
   asio::steady_timer grace_timer_;
   coretry::http::client client_;
   std::unique_ptr<token_bucket_budget> budget_;
@@ -410,6 +460,8 @@ private:
 
   std::array<std::array<std::atomic<std::uint64_t>, known_codes.size()>, known_routes.size()> responses_{};
   std::atomic<std::uint64_t> deadline_rejections_{0}, single_attempt_{0};
+  std::array<std::atomic<std::uint64_t>, 8> refused_{}; // by read_outcome
+  std::atomic<std::uint64_t> accept_errors_{0};
   std::atomic<std::int64_t> in_flight_{0};
 };
 

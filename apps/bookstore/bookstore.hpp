@@ -3,11 +3,15 @@
 
 #include <coretry/policy.hpp>
 
+#include "serving/serving.hpp"
+
 #include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <functional>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -62,13 +66,39 @@ struct options {
   std::chrono::milliseconds shutdown_grace{1000};
   /// Connections the client keeps to the pricing service.
   std::size_t max_connections = 64;
+  /// Bounds on each incoming request: header 8 KiB, body 64 KiB, read buffer
+  /// 16 KiB (chunk-size lines and trailers), the header within 10 s, 30 s of
+  /// keep-alive silence. Too large: 431 or 413; malformed: 400; a timeout
+  /// closes the connection. Each counted in /metrics.
+  coretry::serving::request_limits limits = default_limits();
+  /// Client connections open at once; at the cap new ones wait in the listen
+  /// backlog until one closes.
+  std::size_t max_clients = 512;
+
+  static coretry::serving::request_limits default_limits() {
+    coretry::serving::request_limits limits;
+    limits.body_bytes = 64 * 1024;
+    return limits;
+  }
 };
+
+/// The largest accepted options::max_clients.
+inline constexpr std::size_t most_clients = 100'000;
 
 /// Throws std::invalid_argument naming the problem.
 void validate(const options& opts);
 
 /// Builds the URL of the pricing call for `book_id`.
 std::string pricing_target(std::string_view pricing_url, std::string_view book_id);
+
+/// A whole, non-negative decimal number of a header (milliseconds, an
+/// attempt count): digits only, leading zeros allowed, more than fits in
+/// 64 bits clamped to INT64_MAX; nullopt for anything else.
+std::optional<std::int64_t> parse_whole_number(std::string_view text);
+
+/// Whether `id` may be a book id and forwarded: 1 to 64 of [A-Za-z0-9._-],
+/// and not a dot segment ("." or ".."), which path normalisation would change.
+bool valid_book_id(std::string_view id);
 
 /// The server. Listens from construction on; runs on the caller's
 /// io_context, which may be run by any number of threads.

@@ -28,12 +28,18 @@ int main(int argc, char** argv) {
   long long attempt_timeout = 250, min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
             backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000;
   std::size_t max_connections = 64;
+  long long header_timeout = opts.limits.header_timeout.count(), keep_alive_timeout = opts.limits.keep_alive_timeout.count();
+  std::size_t max_clients = opts.max_clients;
 
   CLI::App app{"coretry-bookstore - GET /books/{id}, priced by a dependency called through coretry\n\n"
                "Deadline header x-coretry-deadline-ms (remaining milliseconds) is clamped to --max-deadline,\n"
                "less --reserve, and propagated per attempt. With coordination on, requests with\n"
                "x-coretry-attempt > 1 or x-coretry-retries: upstream get a single downstream attempt, and\n"
-               "outgoing requests carry both headers. Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
+               "outgoing requests carry both headers.\n\n"
+               "Limits on each request: header 8 KiB (else 431), body 64 KiB (else 413), a chunk-size line or\n"
+               "trailer 16 KiB (else 413), malformed 400; the header within --header-timeout, silence between\n"
+               "requests up to --keep-alive-timeout, at most --max-clients connections (more wait in the\n"
+               "backlog). Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
   app.add_option("--threads", threads, "threads running the io_context")->capture_default_str()->check(CLI::Range(1u, 256u));
@@ -59,6 +65,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--max-connections", max_connections, "connections to the pricing service")
       ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{10000}));
+  const long long longest_timeout = coretry::serving::longest_timeout.count();
+  app.add_option("--header-timeout", header_timeout,
+                 "ms a client has to send a request's header (from its connection or the request's first byte), "
+                 "and again its body; then the connection is closed")
+      ->capture_default_str()->check(CLI::Range(1LL, longest_timeout));
+  app.add_option("--keep-alive-timeout", keep_alive_timeout, "ms a kept-alive client connection may stay silent between requests")
+      ->capture_default_str()->check(CLI::Range(1LL, longest_timeout));
+  app.add_option("--max-clients", max_clients,
+                 "client connections open at once; more wait in the listen backlog")
+      ->capture_default_str()->check(CLI::Range(std::size_t{1}, coretry::bookstore::most_clients));
 
   try {
     app.parse(argc, argv);
@@ -84,6 +100,9 @@ int main(int argc, char** argv) {
   opts.reserve = milliseconds{reserve};
   opts.shutdown_grace = milliseconds{grace};
   opts.max_connections = max_connections;
+  opts.limits.header_timeout = milliseconds{header_timeout};
+  opts.limits.keep_alive_timeout = milliseconds{keep_alive_timeout};
+  opts.max_clients = max_clients;
 
   try {
     coretry::bookstore::validate(opts);

@@ -25,6 +25,12 @@ void write_file(const std::string& path, const std::string& content) {
 // A logged request holds its header fields: a few hundred bytes to a few
 // kilobytes each, so this caps the log near a gigabyte at worst.
 constexpr unsigned most_logged_requests = 1'000'000;
+constexpr unsigned most_clients = 100'000;
+
+// Whole milliseconds, rounded up so that a positive value stays positive.
+std::chrono::milliseconds timeout_option(std::string_view option, const std::string& text) {
+  return std::chrono::ceil<std::chrono::milliseconds>(parse_seconds(option, text, false));
+}
 
 } // namespace
 
@@ -34,6 +40,10 @@ int run_faults(const faults_arguments& args) {
   options.listen = args.listen;
   options.tls = args.tls;
   if (args.log_limit) options.log_limit = parse_count("--log-limit", *args.log_limit, 0, most_logged_requests);
+  if (args.header_timeout) options.limits.header_timeout = timeout_option("--header-timeout", *args.header_timeout);
+  if (args.keep_alive_timeout)
+    options.limits.keep_alive_timeout = timeout_option("--keep-alive-timeout", *args.keep_alive_timeout);
+  if (args.max_clients) options.max_clients = parse_count("--max-clients", *args.max_clients, 1, most_clients);
 
   boost::asio::io_context io{1};
   std::optional<coretry::faults::fault_server> server;

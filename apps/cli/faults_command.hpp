@@ -12,12 +12,16 @@ struct faults_arguments {
   bool tls = false;
   std::optional<std::string> ca_out;
   std::optional<std::string> log_limit; ///< requests kept for /_log, as typed
+  std::optional<std::string> header_timeout;     ///< seconds, as typed
+  std::optional<std::string> keep_alive_timeout; ///< seconds, as typed
+  std::optional<std::string> max_clients;        ///< as typed
 };
 
 /// Serves until SIGINT or SIGTERM. Prints "listening on URL" as the first
 /// line of stdout (flushed) once it accepts connections, after writing the CA
 /// to --ca-out, so that whoever waits for that line can use both. Returns the
-/// exit status; throws usage_error for a bad --listen or --log-limit.
+/// exit status; throws usage_error for a bad --listen, --log-limit,
+/// --header-timeout, --keep-alive-timeout or --max-clients.
 int run_faults(const faults_arguments& args);
 
 } // namespace coretry::cli

@@ -135,7 +135,12 @@ constexpr const char* faults_description =
     "                             forget the log and sequences\n"
     "A step is [CODE] followed by ;OPTION, with options retry-after=V, retry-after-date=[+-]S,\n"
     "header=NAME:VALUE, body=TEXT, delay=MS, drip=N:MS, hang-after-headers, close, reset\n"
-    "(percent-encode ',' ';' and spaces inside values).";
+    "(percent-encode ',' ';' and spaces inside values).\n\n"
+    "Limits on each request: header 8 KiB (else 431), body 1 MiB (else 413), a chunk-size line or\n"
+    "trailer 16 KiB (else 413), malformed 400; a header not received within --header-timeout or a\n"
+    "connection silent past --keep-alive-timeout is closed; at most --max-clients connections (more\n"
+    "wait in the listen backlog); /seq remembers the 10000 most recently used names. /_log counts\n"
+    "what was refused and forgotten.";
 
 constexpr const char* faults_footer = R"(Prints 'listening on URL' as its first line once it accepts connections (after writing
 --ca-out), and serves until SIGINT or SIGTERM.
@@ -289,6 +294,15 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
       ->needs(tls);
   text_option(faults, "--log-limit", args.log_limit,
               "requests /_log keeps, the most recent, 0 to\n1000000 (default 10000; 0 keeps none)", "N", "Options");
+  text_option(faults, "--header-timeout", args.header_timeout,
+              "seconds a client has to send a request's header\n(from connecting or the request's first byte),\n"
+              "and again its body and to take each response;\nthen the connection is closed (default 10)",
+              "SECONDS", "Options");
+  text_option(faults, "--keep-alive-timeout", args.keep_alive_timeout,
+              "seconds a kept-alive connection may stay silent\nbetween requests (default 30)", "SECONDS", "Options");
+  text_option(faults, "--max-clients", args.max_clients,
+              "client connections open at once, 1 to 100000;\nmore wait in the listen backlog (default 512)", "N",
+              "Options");
 }
 
 // CLI11's messages can span lines; the contract is one line.

@@ -19,6 +19,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
@@ -28,6 +29,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <random>
@@ -45,13 +47,14 @@ namespace json = boost::json;
 using boost::system::error_code;
 using tcp = asio::ip::tcp;
 using http_request = http::request<http::string_body>;
-using tls_stream = asio::ssl::stream<tcp::socket>;
+using tls_stream = asio::ssl::stream<beast::tcp_stream>;
+namespace serving = coretry::serving;
+using serving::read_outcome;
 
 // Errors come back as values: a failed read or write only ends its connection.
 constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
 
 constexpr std::string_view server_name = "coretry-faults";
-constexpr std::chrono::milliseconds accept_retry_pause{50};
 
 std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
 
@@ -85,19 +88,6 @@ tcp::endpoint parse_listen_address(std::string_view text) {
 std::string url_host(const asio::ip::address& address) {
   if (address.is_v4()) return address.is_unspecified() ? "127.0.0.1" : address.to_string();
   return address.is_unspecified() ? "[::1]" : "[" + address.to_string() + "]";
-}
-
-// Beast reports malformed input in its own category; everything else that
-// fails a read is the connection itself going away.
-bool is_malformed_request(const error_code& error) {
-  if (error.category() != http::make_error_code(http::error::bad_target).category()) return false;
-  return error != http::error::end_of_stream && error != http::error::partial_message;
-}
-
-unsigned status_for_malformed_request(const error_code& error) {
-  if (error == http::error::header_limit) return 431;
-  if (error == http::error::body_limit) return 413;
-  return 400;
 }
 
 response_plan text_reply(unsigned status, std::string_view text) {
@@ -148,8 +138,13 @@ char drip_byte(std::size_t index) { return static_cast<char>('a' + index % 26); 
 class fault_server::state : public std::enable_shared_from_this<state> {
 public:
   state(asio::io_context& io, fault_server_options options)
-      : strand_(asio::make_strand(io)), acceptor_(strand_), accept_retry_timer_(strand_),
-        log_limit_(options.log_limit) {
+      : strand_(asio::make_strand(io)), acceptor_(strand_), gate_(strand_, options.max_clients),
+        limits_(options.limits), clock_(options.clock ? std::move(options.clock) : [] {
+          return std::chrono::system_clock::now();
+        }),
+        log_limit_(options.log_limit), sequence_limit_(options.sequence_limit) {
+    if (auto problem = serving::validate(limits_)) throw std::invalid_argument(*problem);
+    if (options.max_clients == 0) throw std::invalid_argument("max_clients must be at least 1");
     const tcp::endpoint endpoint = parse_listen_address(options.listen);
     if (options.tls) {
       if (!options.pki) options.pki = generate_test_pki();
@@ -174,11 +169,11 @@ public:
     stopping_ = true;
     error_code ignored;
     acceptor_.close(ignored);
-    accept_retry_timer_.cancel();
+    gate_.close();
     for (auto& [id, live] : connections_) {
       live.timer->cancel();
-      live.socket->shutdown(tcp::socket::shutdown_both, ignored);
-      live.socket->close(ignored);
+      live.stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      live.stream->close();
     }
   }
 
@@ -197,6 +192,22 @@ public:
     log_.clear();
     log_dropped_ = 0;
     sequence_positions_.clear();
+    sequence_order_.clear();
+    sequences_evicted_ = 0;
+    for (auto& count : refused_) count.store(0);
+  }
+
+  fault_server_counters counters() const {
+    fault_server_counters out;
+    out.header_timeouts = refused(read_outcome::header_timeout);
+    out.idle_timeouts = refused(read_outcome::idle_timeout);
+    out.header_too_large = refused(read_outcome::header_too_large);
+    out.body_too_large = refused(read_outcome::body_too_large);
+    out.malformed = refused(read_outcome::malformed);
+    out.accept_errors = accept_errors_.load();
+    const std::lock_guard lock{mutex_};
+    out.sequences_evicted = sequences_evicted_;
+    return out;
   }
 
   asio::strand<asio::io_context::executor_type> strand_;
@@ -212,20 +223,24 @@ private:
     asio::steady_timer timer; // delays and drips, so that stopping cancels them
   };
   struct live_connection {
-    tcp::socket* socket;
+    beast::tcp_stream* stream;
     asio::steady_timer* timer;
   };
 
   asio::awaitable<void> accept_loop(std::shared_ptr<state> self) {
     while (!stopping_) {
+      // At the cap, new connections wait in the listen backlog.
+      if (!co_await gate_.wait_for_room() || stopping_) co_return;
       auto [error, socket] = co_await acceptor_.async_accept(nothrow_awaitable);
       if (stopping_ || error == asio::error::operation_aborted) co_return;
       if (error) {
-        // Out of descriptors and the like: pause rather than spin.
-        accept_retry_timer_.expires_after(accept_retry_pause);
-        co_await accept_retry_timer_.async_wait(nothrow_awaitable);
+        // Out of descriptors and the like: the backlog stays readable, so
+        // pause rather than spin.
+        ++accept_errors_;
+        if (!co_await gate_.pause_after_accept_error(error)) co_return;
         continue;
       }
+      gate_.opened();
       asio::co_spawn(strand_, run_connection(self, std::move(socket)), asio::detached);
     }
   }
@@ -235,35 +250,40 @@ private:
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored); // drips must leave one byte at a time
     if (tls_) {
-      tls_stream stream{std::move(socket), *tls_};
+      tls_stream stream{beast::tcp_stream{std::move(socket)}, *tls_};
       co_await serve(stream);
     } else {
-      co_await serve(socket);
+      beast::tcp_stream stream{std::move(socket)};
+      co_await serve(stream);
     }
   }
 
   template <class Stream> asio::awaitable<void> serve(Stream& stream) {
-    tcp::socket& socket = beast::get_lowest_layer(stream);
+    beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
     connection current{++last_connection_id_, asio::steady_timer{strand_}};
-    connections_.emplace(current.id, live_connection{&socket, &current.timer});
+    connections_.emplace(current.id, live_connection{&lowest, &current.timer});
     ++open_connections_;
     struct unregister {
       state& server;
       connection& current;
-      tcp::socket& socket;
+      beast::tcp_stream& stream;
       ~unregister() {
         server.connections_.erase(current.id);
         error_code ignored;
-        socket.shutdown(tcp::socket::shutdown_both, ignored);
-        socket.close(ignored);
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        stream.close();
         --server.open_connections_;
+        server.gate_.closed();
       }
-    } const on_exit{*this, current, socket};
+    } const on_exit{*this, current, lowest};
 
     if (stopping_) co_return;
     try {
       if constexpr (std::is_same_v<Stream, tls_stream>) {
+        // The handshake is part of the time allowed for the first header.
+        lowest.expires_after(limits_.header_timeout);
         auto [error] = co_await stream.async_handshake(asio::ssl::stream_base::server, nothrow_awaitable);
+        lowest.expires_never();
         if (error) co_return;
       }
       co_await serve_requests(stream, current);
@@ -274,16 +294,17 @@ private:
 
   // Reads requests until the peer or a response ends the connection.
   template <class Stream> asio::awaitable<void> serve_requests(Stream& stream, connection& current) {
-    beast::flat_buffer buffer;
-    while (!stopping_) {
+    beast::flat_buffer buffer = serving::make_buffer(limits_);
+    for (bool first = true; !stopping_; first = false) {
       http::request_parser<http::string_body> parser;
-      error_code error = co_await read_request(stream, buffer, parser);
+      serving::apply_limits(parser, limits_);
+      const read_outcome outcome = co_await read_request(stream, buffer, parser, first);
       if (stopping_) co_return;
-      if (error) {
-        if (is_malformed_request(error)) {
-          co_await perform(stream, current,
-                           text_reply(status_for_malformed_request(error), "malformed request: " + error.message()),
-                           exchange{});
+      if (outcome != read_outcome::complete) {
+        if (outcome != read_outcome::closed) refused_[static_cast<std::size_t>(outcome)].fetch_add(1);
+        if (const unsigned status = serving::status_for(outcome)) {
+          co_await perform(stream, current, text_reply(status, serving::explain(outcome, limits_)), exchange{},
+                           clock_());
         }
         co_return;
       }
@@ -294,28 +315,31 @@ private:
   // Answers `Expect: 100-continue` between header and body, so that clients
   // which wait for it are not held up until their own timeout.
   template <class Stream>
-  asio::awaitable<error_code> read_request(Stream& stream, beast::flat_buffer& buffer,
-                                           http::request_parser<http::string_body>& parser) {
-    auto [error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, nothrow_awaitable);
-    if (error || parser.is_done()) co_return error;
+  asio::awaitable<read_outcome> read_request(Stream& stream, beast::flat_buffer& buffer,
+                                             http::request_parser<http::string_body>& parser, bool first) {
+    const read_outcome header = co_await serving::read_request_header(stream, buffer, parser, limits_, first);
+    if (header != read_outcome::complete || parser.is_done()) co_return header;
     if (iequals(to_std(parser.get()[http::field::expect]), "100-continue")) {
       http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
       if (auto [write_error, bytes] = co_await http::async_write(stream, go_on, nothrow_awaitable); write_error)
-        co_return write_error;
+        co_return read_outcome::closed;
     }
-    auto [body_error, body_bytes] = co_await http::async_read(stream, buffer, parser, nothrow_awaitable);
-    co_return body_error;
+    co_return co_await serving::read_request_body(stream, buffer, parser, limits_);
   }
 
   // Returns whether the connection may carry another request.
   template <class Stream>
   asio::awaitable<bool> respond(Stream& stream, connection& current, const http_request& request) {
     const exchange asked{request.version(), request.method() == http::verb::head, request.keep_alive()};
-    co_return co_await perform(stream, current, plan_for(request, current.id), asked);
+    // One reading of the clock for the whole response, so that Date and a
+    // Retry-After date are exactly the scripted distance apart.
+    const auto now = clock_();
+    co_return co_await perform(stream, current, plan_for(request, current.id, now), asked, now);
   }
 
   // Kept out of the coroutines: GCC 12 miscompiles initializer lists in them.
-  response_plan plan_for(const http_request& request, std::uint64_t connection_id) {
+  response_plan plan_for(const http_request& request, std::uint64_t connection_id,
+                         std::chrono::system_clock::time_point now) {
     const std::string_view target = to_std(request.target());
     const auto question = target.find('?');
     const std::string_view path = target.substr(0, question);
@@ -327,12 +351,12 @@ private:
       return json_reply(json::object{{"reset", true}});
     }
     record(request, connection_id);
-    return plan_for(path, query, request);
+    return plan_for(path, query, request, now);
   }
 
-  response_plan plan_for(std::string_view path, std::string_view query, const http_request& request) {
+  response_plan plan_for(std::string_view path, std::string_view query, const http_request& request,
+                         std::chrono::system_clock::time_point now) {
     try {
-      const auto now = std::chrono::system_clock::now();
       if (path == "/echo") return json_reply(echo_json(request));
       if (path.starts_with("/status/")) {
         response_plan plan = parse_status_script(path.substr(8), query, now);
@@ -355,12 +379,30 @@ private:
     }
   }
 
+  // The name becomes the most recently used; beyond sequence_limit_ the
+  // least recently used name is forgotten.
   std::size_t next_position(std::string_view sequence) {
     const std::lock_guard lock{mutex_};
     auto found = sequence_positions_.find(sequence);
-    if (found == sequence_positions_.end()) found = sequence_positions_.emplace(std::string{sequence}, 0).first;
-    return found->second++;
+    if (found != sequence_positions_.end()) {
+      sequence_order_.splice(sequence_order_.end(), sequence_order_, found->second.used);
+      return found->second.next++;
+    }
+    if (sequence_limit_ == 0) {
+      ++sequences_evicted_;
+      return 0;
+    }
+    if (sequence_positions_.size() >= sequence_limit_) {
+      sequence_positions_.erase(sequence_positions_.find(sequence_order_.front()));
+      sequence_order_.pop_front();
+      ++sequences_evicted_;
+    }
+    found = sequence_positions_.emplace(std::string{sequence}, sequence_state{}).first;
+    found->second.used = sequence_order_.insert(sequence_order_.end(), found->first);
+    return found->second.next++;
   }
+
+  std::uint64_t refused(read_outcome outcome) const { return refused_[static_cast<std::size_t>(outcome)].load(); }
 
   void record(const http_request& request, std::uint64_t connection_id) {
     logged_request entry{std::string{to_std(request.method_string())},
@@ -399,7 +441,17 @@ private:
                                       {"body_length", entry.body_length},
                                       {"connection", entry.connection}});
     }
-    return json::object{{"requests", std::move(requests)}, {"dropped", log_dropped()}};
+    const fault_server_counters counted = counters();
+    json::object refusals{{"header_timeout", counted.header_timeouts},
+                          {"idle_timeout", counted.idle_timeouts},
+                          {"header_too_large", counted.header_too_large},
+                          {"body_too_large", counted.body_too_large},
+                          {"malformed", counted.malformed},
+                          {"accept_errors", counted.accept_errors}};
+    return json::object{{"requests", std::move(requests)},
+                        {"dropped", log_dropped()},
+                        {"sequences_evicted", counted.sequences_evicted},
+                        {"refused", std::move(refusals)}};
   }
 
   // Waits unless the server stops meanwhile; returns whether to go on.
@@ -413,9 +465,10 @@ private:
 
   // Carries out `plan`; returns whether the connection may carry another request.
   template <class Stream>
-  asio::awaitable<bool> perform(Stream& stream, connection& current, const response_plan& plan, exchange asked) {
+  asio::awaitable<bool> perform(Stream& stream, connection& current, const response_plan& plan, exchange asked,
+                                std::chrono::system_clock::time_point now) {
     if (!co_await pause(current, plan.delay)) co_return false;
-    tcp::socket& socket = beast::get_lowest_layer(stream);
+    tcp::socket& socket = beast::get_lowest_layer(stream).socket();
     if (plan.fate == response_fate::close) co_return false;
     if (plan.fate == response_fate::reset) {
       // A zero linger time makes close() send RST instead of FIN.
@@ -442,7 +495,7 @@ private:
     response.version(asked.version);
     response.result(plan.status);
     if (http::int_to_status(plan.status) == http::status::unknown) response.reason("Unassigned");
-    response.set(http::field::date, format_imf_fixdate(std::chrono::system_clock::now()));
+    response.set(http::field::date, format_imf_fixdate(now));
     response.set(http::field::server, server_name);
     if (status_has_body(plan.status)) {
       const bool json_body = !plan.body && plan.fate != response_fate::drip;
@@ -456,13 +509,21 @@ private:
     if (plan.fate == response_fate::complete && !asked.head) response.body() = std::move(body);
 
     if (stopping_) co_return false;
-    if (auto [error, bytes] = co_await http::async_write(stream, response, nothrow_awaitable); error) co_return false;
+    // A client that does not take its response within the header timeout
+    // does not hold the connection (a drip's bytes are each bounded alike).
+    beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
+    lowest.expires_after(limits_.header_timeout);
+    auto [write_error, written] = co_await http::async_write(stream, response, nothrow_awaitable);
+    lowest.expires_never();
+    if (write_error) co_return false;
 
     if (plan.fate == response_fate::drip && !asked.head) {
       for (std::size_t index = 0; index < plan.drip_bytes; ++index) {
         if (!co_await pause(current, plan.drip_interval)) co_return false;
         const char byte = drip_byte(index);
+        lowest.expires_after(limits_.header_timeout);
         auto [error, bytes] = co_await asio::async_write(stream, asio::buffer(&byte, 1), nothrow_awaitable);
+        lowest.expires_never();
         if (error) co_return false;
       }
     }
@@ -479,7 +540,11 @@ private:
   }
 
   tcp::acceptor acceptor_;
-  asio::steady_timer accept_retry_timer_;
+  serving::connection_gate gate_; // on strand_
+  const serving::request_limits limits_;
+  const std::function<std::chrono::system_clock::time_point()> clock_;
+  std::array<std::atomic<std::uint64_t>, 8> refused_{}; // by read_outcome
+  std::atomic<std::uint64_t> accept_errors_{0};
   std::optional<asio::ssl::context> tls_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
@@ -490,10 +555,17 @@ private:
   std::mt19937 random_{std::random_device{}()}; // for percent=P
 
   const std::size_t log_limit_;
+  const std::size_t sequence_limit_;
+  struct sequence_state {
+    std::size_t next = 0;
+    std::list<std::string_view>::iterator used; // its place in sequence_order_
+  };
   mutable std::mutex mutex_;
   std::deque<logged_request> log_;                                      // guarded by mutex_
   std::uint64_t log_dropped_ = 0;                                       // guarded by mutex_
-  std::map<std::string, std::size_t, std::less<>> sequence_positions_; // guarded by mutex_
+  std::map<std::string, sequence_state, std::less<>> sequence_positions_; // guarded by mutex_
+  std::list<std::string_view> sequence_order_; // names in sequence_positions_, least recently used first; guarded by mutex_
+  std::uint64_t sequences_evicted_ = 0;        // guarded by mutex_
 };
 
 fault_server::fault_server(boost::asio::io_context& io, fault_server_options options)
@@ -520,5 +592,7 @@ std::vector<logged_request> fault_server::log() const { return state_->log(); }
 std::uint64_t fault_server::log_dropped() const { return state_->log_dropped(); }
 
 void fault_server::clear() { state_->clear(); }
+
+fault_server_counters fault_server::counters() const { return state_->counters(); }
 
 } // namespace coretry::faults

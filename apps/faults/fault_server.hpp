@@ -3,11 +3,14 @@
 
 #include "faults/test_pki.hpp"
 
+#include "serving/serving.hpp"
+
 #include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,8 +26,16 @@
 //   /seq/{name}?steps=...      the k-th request to {name} gets the k-th step
 //   /echo                      the request's method, target, headers and body as JSON
 //   /_log                      the request log as JSON (not itself logged)
-//                              with the count of requests it no longer holds
+//                              with the count of requests it no longer holds,
+//                              of sequences forgotten and of requests refused
 //   /_reset                    forgets all sequences and the log (not logged)
+//
+// Against hostile clients every read is bounded (fault_server_options::limits:
+// header and body sizes, the read buffer that bounds chunk-size lines and
+// trailers, a header timeout and an idle keep-alive timeout), open
+// connections are capped (max_clients: beyond it new connections wait in the
+// listen backlog), an accept error pauses the accept loop, and the sequences
+// kept are bounded like the log.
 //
 // Anything else, and any script it cannot follow, gets a 400 whose plain-text
 // body names the problem.
@@ -41,6 +52,29 @@ struct fault_server_options {
   /// How many requests the log keeps: the most recent ones, so that a server
   /// under a long load test does not grow without bound. 0 keeps none.
   std::size_t log_limit = 10000;
+  /// How many /seq names keep their position: beyond it the least recently
+  /// used name is forgotten (and starts again from its first step).
+  std::size_t sequence_limit = 10000;
+  /// Bounds on each request; a violation is answered 431, 413 or 400, a
+  /// timeout closes the connection. Counted in counters() and /_log.
+  coretry::serving::request_limits limits{};
+  /// Client connections open at once; at the cap new ones wait in the
+  /// listen backlog until one closes.
+  std::size_t max_clients = 512;
+  /// The wall clock for Date and Retry-After dates, read once per response;
+  /// system_clock::now when empty.
+  std::function<std::chrono::system_clock::time_point()> clock;
+};
+
+/// What the server refused or forgot, since it started (or /_reset).
+struct fault_server_counters {
+  std::uint64_t header_timeouts = 0;  ///< a header (or body) that did not arrive in time: closed
+  std::uint64_t idle_timeouts = 0;    ///< a kept-alive connection silent too long: closed
+  std::uint64_t header_too_large = 0; ///< answered 431
+  std::uint64_t body_too_large = 0;   ///< answered 413 (body, chunk-size line or trailer)
+  std::uint64_t malformed = 0;        ///< answered 400
+  std::uint64_t accept_errors = 0;    ///< accept failures (EMFILE...), each followed by a pause
+  std::uint64_t sequences_evicted = 0; ///< /seq names forgotten beyond sequence_limit
 };
 
 struct logged_request {
@@ -61,7 +95,7 @@ struct logged_request {
 class fault_server {
 public:
   /// Binds and starts accepting. Throws std::invalid_argument for a bad
-  /// `listen` string and boost::system::system_error if it cannot bind.
+  /// `listen` string or limits, and boost::system::system_error if it cannot bind.
   explicit fault_server(boost::asio::io_context& io, fault_server_options options = {});
   /// Calls stop().
   ~fault_server();
@@ -92,6 +126,8 @@ public:
   std::uint64_t log_dropped() const;
   /// Forgets the log and all sequence positions, like a request to /_reset.
   void clear();
+  /// The refusals and evictions so far.
+  fault_server_counters counters() const;
 
 private:
   class state; // shared with the server's coroutines, which may outlive this object

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <initializer_list>
+#include <utility>
 
 using namespace cli_tests;
 
@@ -113,6 +115,18 @@ TEST_CASE("cli: bad input: the other subcommands") {
     CHECK(r.status == 2);
     REQUIRE(r.err_lines().size() == 1);
     CHECK(r.err_lines()[0].find("--log-limit") != std::string::npos);
+  }
+
+  for (const auto& [option, value] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"--header-timeout", "0"}, {"--header-timeout", "-1"}, {"--header-timeout", "soon"},
+           {"--keep-alive-timeout", "0"}, {"--keep-alive-timeout", "1e3"}, {"--keep-alive-timeout", "90000"},
+           {"--max-clients", "0"}, {"--max-clients", "100001"}, {"--max-clients", "many"}}) {
+    CAPTURE(option);
+    CAPTURE(value);
+    r = run({"faults", option, value});
+    CHECK(r.status == 2);
+    REQUIRE(r.err_lines().size() == 1);
+    CHECK(r.err_lines()[0].find(option) != std::string::npos);
   }
 
   r = run({"nonsense"});

@@ -7,7 +7,13 @@
 
 #include <doctest/doctest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
 #include <csignal>
+
+#include <poll.h>
 
 using namespace cli_tests;
 
@@ -59,6 +65,26 @@ TEST_CASE("cli: faults: announces its URL, serves scripts and its log, stops on 
   const auto stopped = server.stop(SIGINT);
   CHECK_FALSE(stopped.timed_out);
   CHECK(stopped.status == 0);
+}
+
+TEST_CASE("cli: faults --header-timeout closes a connection that sends no header in time") {
+  faults_process server({"--listen", "127.0.0.1:0", "--header-timeout", "0.3", "--keep-alive-timeout", "5",
+                         "--max-clients", "4"});
+  const auto port = static_cast<unsigned short>(std::stoul(server.base_url().substr(server.base_url().rfind(':') + 1)));
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket{io};
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  const auto start = std::chrono::steady_clock::now();
+  pollfd ready{socket.native_handle(), POLLIN, 0};
+  REQUIRE_MESSAGE(::poll(&ready, 1, 3000) == 1, "the connection was still open after 3 s");
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  char byte;
+  boost::system::error_code error;
+  socket.read_some(boost::asio::buffer(&byte, 1), error);
+  CHECK(error == boost::asio::error::eof); // closed by the server, nothing sent
+  CHECK(elapsed >= 250ms);
+  CHECK(elapsed < 2s);
+  CHECK(server.stop(SIGTERM).status == 0);
 }
 
 TEST_CASE("cli: faults --tls: fetch trusts the generated CA with --cacert, and only then") {

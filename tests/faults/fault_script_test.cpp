@@ -77,11 +77,13 @@ TEST_CASE("a literal plus sign stays a plus, and past dates are allowed") {
 }
 
 TEST_CASE("retry-after is sent verbatim, invalid values included") {
-  for (const std::string_view value : {"soon", "-1", "1.5", "", "%20%203"}) {
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"soon", "soon"}, {"-1", "-1"}, {"1.5", "1.5"}, {"", ""}, {"%20%203", "  3"}};
+  for (const auto& [value, expected] : cases) {
     CAPTURE(value);
     const response_plan plan = parse_status_script("503", "retry-after=" + std::string{value}, rfc_example);
     REQUIRE(plan.headers.size() == 1);
-    CHECK(plan.headers[0].value == coretry::faults::percent_decode(value));
+    CHECK(plan.headers[0].value == expected);
   }
 }
 

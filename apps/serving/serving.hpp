@@ -1,0 +1,187 @@
+#ifndef CORETRY_SERVING_SERVING_HPP
+#define CORETRY_SERVING_SERVING_HPP
+
+// Serving HTTP/1.1 to clients that may be hostile, shared by the fault server
+// and the bookstore:
+//
+// - read_request_header / read_request_body read one request with every
+//   dimension bounded: header bytes, body bytes, and the read buffer, which is
+//   what bounds chunk-size lines, chunk extensions and trailers (Beast's
+//   parser limits neither); the header must arrive within header_timeout of
+//   the connection (or of the first byte of a later request), the body within
+//   header_timeout of the end of the header, and a kept-alive connection may
+//   stay silent between requests for keep_alive_timeout.
+// - connection_gate caps the open connections (at the cap, new connections
+//   wait in the listen backlog) and pauses the accept loop after an accept
+//   error such as EMFILE instead of spinning on it.
+//
+// Timeouts need the stream's lowest layer to be a beast::tcp_stream.
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace coretry::serving {
+
+struct request_limits {
+  /// Request line and header fields together.
+  std::size_t header_bytes = 8 * 1024;
+  /// The body, after any chunked framing is removed.
+  std::size_t body_bytes = 1024 * 1024;
+  /// The read buffer's maximum: a chunk-size line (with its extensions) or
+  /// the trailer section must fit in it. At least header_bytes.
+  std::size_t buffer_bytes = 16 * 1024;
+  /// The header must have arrived this long after the connection was
+  /// accepted or the request's first byte arrived; the body, this long after
+  /// the header.
+  std::chrono::milliseconds header_timeout{10'000};
+  /// How long a kept-alive connection may stay silent between requests.
+  std::chrono::milliseconds keep_alive_timeout{30'000};
+};
+
+/// The limits' largest accepted values; validate() names any value outside.
+inline constexpr std::size_t most_header_bytes = 1024 * 1024;
+inline constexpr std::chrono::milliseconds longest_timeout{24 * 3600 * 1000};
+
+/// A description of the first bad value, or nullopt.
+std::optional<std::string> validate(const request_limits& limits);
+
+/// How reading a request ended.
+enum class read_outcome {
+  complete,         ///< a request (header, or header and body) was read
+  closed,           ///< the peer closed or reset the connection, or the server stopped
+  idle_timeout,     ///< no request began within keep_alive_timeout
+  header_timeout,   ///< the header (or the body) did not arrive in time
+  header_too_large, ///< answered 431
+  body_too_large,   ///< answered 413 (a body over the limit, or a chunk line or trailer over the buffer)
+  malformed,        ///< answered 400
+};
+
+/// A name for metrics: "closed", "idle_timeout", "header_timeout",
+/// "header_too_large", "body_too_large" or "malformed".
+std::string_view to_string(read_outcome outcome);
+
+/// The status to answer with (431, 413 or 400), or 0 when the connection is
+/// just closed.
+unsigned status_for(read_outcome outcome);
+
+/// A plain-text explanation to send with status_for(outcome).
+std::string explain(read_outcome outcome, const request_limits& limits);
+
+/// What a failed read means; `header_done` says whether the header had been
+/// parsed. `error` must not be success.
+read_outcome classify(const boost::system::error_code& error, bool header_done);
+
+/// The read buffer for a connection, bounded by limits.buffer_bytes.
+inline boost::beast::flat_buffer make_buffer(const request_limits& limits) {
+  return boost::beast::flat_buffer{std::max(limits.buffer_bytes, limits.header_bytes)};
+}
+
+/// Prepares `parser` for one request within `limits`.
+template <class Body, class Allocator>
+void apply_limits(boost::beast::http::request_parser<Body, Allocator>& parser, const request_limits& limits) {
+  parser.header_limit(static_cast<std::uint32_t>(limits.header_bytes));
+  parser.body_limit(limits.body_bytes);
+}
+
+/// Reads a request's header into `parser` (apply_limits first). On a
+/// kept-alive connection (`first` false) with no bytes buffered, waits up to
+/// keep_alive_timeout for the request to begin. Leaves the stream's timeout
+/// off on return.
+template <class Stream, class Parser>
+boost::asio::awaitable<read_outcome> read_request_header(Stream& stream, boost::beast::flat_buffer& buffer,
+                                                         Parser& parser, const request_limits& limits, bool first) {
+  namespace asio = boost::asio;
+  namespace beast = boost::beast;
+  constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+  beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
+  struct timeout_off {
+    beast::tcp_stream& stream;
+    ~timeout_off() { stream.expires_never(); }
+  } const off{lowest};
+
+  if (!first && buffer.size() == 0) {
+    // Idle until the next request's first bytes.
+    lowest.expires_after(limits.keep_alive_timeout);
+    const std::size_t room = std::min<std::size_t>(buffer.max_size(), 4096);
+    auto [error, bytes] = co_await stream.async_read_some(buffer.prepare(room), nothrow);
+    if (error) {
+      const read_outcome outcome = classify(error, false);
+      co_return outcome == read_outcome::header_timeout ? read_outcome::idle_timeout : outcome;
+    }
+    buffer.commit(bytes);
+  }
+  lowest.expires_after(limits.header_timeout);
+  auto [error, bytes] = co_await beast::http::async_read_header(stream, buffer, parser, nothrow);
+  if (error) co_return classify(error, false);
+  co_return read_outcome::complete;
+}
+
+/// Reads the rest of the request whose header read_request_header read.
+template <class Stream, class Parser>
+boost::asio::awaitable<read_outcome> read_request_body(Stream& stream, boost::beast::flat_buffer& buffer,
+                                                       Parser& parser, const request_limits& limits) {
+  namespace asio = boost::asio;
+  namespace beast = boost::beast;
+  if (parser.is_done()) co_return read_outcome::complete;
+  beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(limits.header_timeout);
+  auto [error, bytes] = co_await beast::http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+  lowest.expires_never();
+  if (error) co_return classify(error, true);
+  co_return read_outcome::complete;
+}
+
+/// How long the accept loop pauses after an accept error (EMFILE, ENFILE,
+/// ENOBUFS...), so that a listening socket that stays readable is not spun on.
+inline constexpr std::chrono::milliseconds accept_error_pause{100};
+
+/// The cap on open connections, for an accept loop and its connections that
+/// all call it from one strand (or one thread).
+class connection_gate {
+public:
+  template <class Executor>
+  connection_gate(const Executor& executor, std::size_t max_open) : room_(executor), max_open_(max_open) {}
+
+  /// Returns once fewer than the cap are open (at once if so), or false if
+  /// close() was called meanwhile.
+  boost::asio::awaitable<bool> wait_for_room();
+  /// After an accept error: pauses for accept_error_pause, except after a
+  /// connection its client aborted before it was accepted (which says
+  /// nothing about the server, and a pause would let such clients slow
+  /// everyone's accepts). False if close() was called meanwhile.
+  boost::asio::awaitable<bool> pause_after_accept_error(const boost::system::error_code& error);
+
+  void opened() { ++open_; }
+  /// Wakes the accept loop if it waits for room.
+  void closed();
+  /// Ends any wait; later waits return false at once.
+  void close();
+
+  std::size_t open() const { return open_; }
+  std::size_t max_open() const { return max_open_; }
+
+private:
+  boost::asio::steady_timer room_;
+  std::size_t max_open_;
+  std::size_t open_ = 0;
+  bool closed_ = false;
+  bool waiting_for_room_ = false;
+};
+
+} // namespace coretry::serving
+
+#endif

@@ -13,6 +13,7 @@
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -153,6 +154,8 @@ TEST_CASE("contract: a coroutine on another io_context resumes on its own thread
     work.expires_after(std::chrono::milliseconds(20));
     return work.async_wait(asio::deferred);
   };
+  // a's thread may start before the coroutine has started the operation there.
+  auto keep_a = asio::make_work_guard(a);
   asio::co_spawn(
       b,
       [&]() -> asio::awaitable<void> {
@@ -162,6 +165,7 @@ TEST_CASE("contract: a coroutine on another io_context resumes on its own thread
         CHECK(r.reason == stop_reason::succeeded);
         resumed_on_b = b.get_executor().running_in_this_thread();
         done = true;
+        keep_a.reset();
       },
       asio::detached);
   std::thread runner_a([&] { a.run(); });

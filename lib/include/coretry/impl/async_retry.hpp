@@ -422,7 +422,8 @@ struct initiate_retry {
   template <class Handler>
   void operator()(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p,
                   const retry_options& o, Factory factory, Classifier classify) const {
-    retry_op<Timer, Factory, Classifier, T, std::decay_t<Handler>>::start(std::forward<Handler>(handler), ex, p, o,
+    std::decay_t<Handler> owned(std::forward<Handler>(handler)); // a callback passed as an lvalue is copied
+    retry_op<Timer, Factory, Classifier, T, std::decay_t<Handler>>::start(std::move(owned), ex, p, o,
                                                                           std::move(factory), std::move(classify));
   }
 };

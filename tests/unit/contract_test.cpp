@@ -295,45 +295,43 @@ TEST_CASE("contract: an attempt that completes inside its own cancellation handl
   }
 }
 
-TEST_CASE("contract: a later total cancellation never turns a terminal one into a retry") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  fake_dependency dep({{200ms}});
-  asio::cancellation_signal cancel;
+/// A 200 ms attempt whose caller emits `emissions` at 20 ms, in that order.
+struct emitted_at_20ms {
+  explicit emitted_at_20ms(std::initializer_list<asio::cancellation_type> emissions) {
+    asio::io_context io;
+    coretry::testing::manual_runner runner(io);
+    fake_dependency dep({{200ms}});
+    asio::cancellation_signal cancel;
+    coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
+                                       status_classifier{},
+                                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
+                                                                                      coretry::outcome<int> r) {
+                                         result = std::move(r);
+                                         completed_at = runner.elapsed();
+                                       }));
+    runner.run_for(20ms);
+    for (auto type : emissions) cancel.emit(type);
+    runner.run();
+    calls = dep.calls;
+  }
   std::optional<coretry::outcome<int>> result;
-  coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
-                                     status_classifier{},
-                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
-                                                                                    coretry::outcome<int> r) {
-                                       result = std::move(r);
-                                     }));
-  runner.run_for(20ms);
-  cancel.emit(asio::cancellation_type::terminal);
-  cancel.emit(asio::cancellation_type::total);
-  runner.run();
-  REQUIRE(result);
-  CHECK(result->reason == stop_reason::cancelled);
-  CHECK(dep.calls == 1);
+  coretry::duration completed_at{};
+  int calls = 0;
+};
+
+TEST_CASE("contract: a later total cancellation never turns a terminal one into a retry") {
+  const emitted_at_20ms run{asio::cancellation_type::terminal, asio::cancellation_type::total};
+  REQUIRE(run.result);
+  CHECK(run.result->reason == stop_reason::cancelled);
+  CHECK(run.calls == 1);
+  CHECK(run.completed_at == 20ms);
 }
 
 TEST_CASE("contract: total cancellation alone is not supported and is ignored") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  fake_dependency dep({{200ms}});
-  asio::cancellation_signal cancel;
-  std::optional<coretry::outcome<int>> result;
-  coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
-                                     status_classifier{},
-                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
-                                                                                    coretry::outcome<int> r) {
-                                       result = std::move(r);
-                                     }));
-  runner.run_for(20ms);
-  cancel.emit(asio::cancellation_type::total);
-  runner.run();
-  REQUIRE(result);
-  CHECK(result->reason == stop_reason::succeeded);
-  CHECK(runner.elapsed() == 200ms);
+  const emitted_at_20ms run{asio::cancellation_type::total};
+  REQUIRE(run.result);
+  CHECK(run.result->reason == stop_reason::succeeded);
+  CHECK(run.completed_at == 200ms);
 }
 
 // Default policy; attempt 1 answers 503 at 100 ms with a 700 ms server

@@ -89,7 +89,10 @@ std::optional<coretry::duration> documented_server_delay(const coretry::http::ex
   if (retry_after == x.res->end()) return std::nullopt;
   system_clock::time_point reference = x.received_at;
   if (const auto date = x.res->find(beast_http::field::date); date != x.res->end())
-    if (const auto server_now = coretry::http::parse_http_date(date->value())) reference = *server_now;
+    // A Date the clock cannot hold (saturated) is documented as no reference.
+    if (const auto server_now = coretry::http::parse_http_date(date->value());
+        server_now && *server_now != system_clock::time_point::min() && *server_now != system_clock::time_point::max())
+      reference = *server_now;
   return coretry::http::parse_retry_after(retry_after->value(), reference);
 }
 

@@ -8,6 +8,15 @@
 
 #include <iostream>
 
+// The consumer states the mode it expects coretry to impose (or not).
+#if !defined(EXPECT_SEPARATE_COMPILATION)
+#error "the consumer project must define EXPECT_SEPARATE_COMPILATION to 0 or 1"
+#elif EXPECT_SEPARATE_COMPILATION && !(defined(BOOST_ASIO_SEPARATE_COMPILATION) && defined(BOOST_BEAST_SEPARATE_COMPILATION))
+#error "coretry was built with separate compilation but did not pass the Asio and Beast definitions on"
+#elif !EXPECT_SEPARATE_COMPILATION && (defined(BOOST_ASIO_SEPARATE_COMPILATION) || defined(BOOST_BEAST_SEPARATE_COMPILATION))
+#error "coretry was built header-only but imposed separate compilation"
+#endif
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 

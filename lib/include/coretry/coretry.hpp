@@ -4,6 +4,7 @@
 /// Umbrella header: the retry engine and its parts.
 #include <coretry/async_retry.hpp>
 #include <coretry/attempt.hpp>
+#include <coretry/attempt_record.hpp>
 #include <coretry/budget.hpp>
 #include <coretry/classify.hpp>
 #include <coretry/decision_core.hpp>
@@ -13,5 +14,6 @@
 #include <coretry/random.hpp>
 #include <coretry/stop_reason.hpp>
 #include <coretry/verdict.hpp>
+#include <coretry/wait_source.hpp>
 
 #endif

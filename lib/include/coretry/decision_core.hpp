@@ -6,17 +6,9 @@
 #include <coretry/random.hpp>
 #include <coretry/stop_reason.hpp>
 #include <coretry/verdict.hpp>
+#include <coretry/wait_source.hpp>
 
 namespace coretry {
-
-/// Where a wait before an attempt came from.
-enum class wait_source {
-  none,   ///< no wait (the first attempt)
-  local,  ///< the local backoff policy
-  server, ///< the peer's delay (Retry-After) was the larger part
-};
-
-std::string_view to_string(wait_source source) noexcept;
 
 /// One step the asynchronous layer must carry out.
 struct decision {

@@ -1,11 +1,14 @@
 #ifndef CORETRY_OBSERVER_HPP
 #define CORETRY_OBSERVER_HPP
 
-#include <coretry/decision_core.hpp>
-#include <coretry/outcome.hpp>
+#include <coretry/attempt_record.hpp>
+#include <coretry/policy.hpp>
+#include <coretry/stop_reason.hpp>
+#include <coretry/wait_source.hpp>
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 

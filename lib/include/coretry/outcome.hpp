@@ -1,31 +1,19 @@
 #ifndef CORETRY_OUTCOME_HPP
 #define CORETRY_OUTCOME_HPP
 
-#include <coretry/decision_core.hpp>
+#include <coretry/attempt_record.hpp>
+#include <coretry/policy.hpp>
 #include <coretry/stop_reason.hpp>
-#include <coretry/verdict.hpp>
 
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/throw_exception.hpp>
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace coretry {
-
-/// One attempt as it happened. Times are measured from the operation's start
-/// on the timer's clock.
-struct attempt_record {
-  unsigned number = 0;           ///< 1 for the initial attempt
-  duration wait_before{};        ///< the sleep that preceded it (zero for the first)
-  wait_source wait_from = wait_source::none;
-  duration start{};
-  duration end{};
-  duration allowance{};          ///< its deadline, from its start
-  boost::system::error_code error; ///< the attempt's own error (attempt_error::timed_out on expiry)
-  verdict classified;
-};
 
 /// How a retrying operation ended. `value` holds the last attempt's value when
 /// that attempt produced one: on success the result, on failure whatever the

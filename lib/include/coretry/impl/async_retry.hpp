@@ -5,6 +5,7 @@
 // and cancellation slots. It decides nothing itself.
 
 #include <coretry/detail/attempt_runner.hpp>
+#include <coretry/detail/single_threaded.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_allocator.hpp>
@@ -12,8 +13,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/detail/concurrency_hint.hpp>
-#include <boost/asio/detail/scheduler.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -29,14 +28,6 @@ template <class Executor>
 struct is_strand : std::false_type {};
 template <class Inner>
 struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
-
-/// True when the io_context was made for one thread (concurrency hint 1, or
-/// a hint that turns the scheduler's locking off): the owner promised Asio
-/// that a single thread runs it, so its handlers already run one at a time.
-inline bool is_single_threaded(boost::asio::io_context& context) {
-  const int hint = boost::asio::use_service<boost::asio::detail::scheduler>(context).concurrency_hint();
-  return hint == 1 || !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint);
-}
 
 /// True when `ex` is known to run handlers one at a time: a strand, directly
 /// or inside an any_io_executor, or the executor of a single-threaded

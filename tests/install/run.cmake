@@ -58,7 +58,7 @@ endfunction()
 
 if(MODE STREQUAL "find_package")
   install_coretry()
-  build_consumer("${SOURCE_DIR}" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
+  build_consumer("${SOURCE_DIR}/find_package" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
                  "-DEXPECT_SEPARATE_COMPILATION=${SEPARATE_COMPILATION}")
   check_http_consumer("${WORK_DIR}/build/consumer")
   check_engine_consumer("${WORK_DIR}/build/engine_consumer")

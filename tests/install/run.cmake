@@ -58,6 +58,10 @@ endfunction()
 
 if(MODE STREQUAL "find_package")
   install_coretry()
+  file(GLOB licence "${WORK_DIR}/prefix/share/doc/coretry/LICENSE")
+  if(NOT licence)
+    message(FATAL_ERROR "the install has no share/doc/coretry/LICENSE")
+  endif()
   build_consumer("${SOURCE_DIR}/find_package" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
                  "-DEXPECT_SEPARATE_COMPILATION=${SEPARATE_COMPILATION}")
   check_http_consumer("${WORK_DIR}/build/consumer")

@@ -138,18 +138,19 @@ public:
   std::string metrics() const {
     std::string out;
     observer_.write(out);
-    out += "# HELP bookstore_responses_total Responses by route template and status code (\"other\": any other code).\n"
-           "# TYPE bookstore_responses_total counter\n";
+    prometheus_text_writer text{out};
+    text.family("bookstore_responses_total", "counter",
+                "Responses by route template and status code (\"other\": any other code).");
     for (std::size_t r = 0; r < known_routes.size(); ++r)
-      for (std::size_t c = 0; c < known_codes.size(); ++c)
-        out += "bookstore_responses_total{route=\"" + std::string{known_routes[r]} + "\",code=\"" +
-               (known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"}) + "\"} " +
-               std::to_string(responses_[r][c].load(relaxed)) + "\n";
+      for (std::size_t c = 0; c < known_codes.size(); ++c) {
+        const std::string code = known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"};
+        text.sample("bookstore_responses_total", {{"route", known_routes[r]}, {"code", code}},
+                    responses_[r][c].load(relaxed));
+      }
     // A series without labels: its HELP and TYPE lines, then its one value.
-    auto scalar = [&out](std::string_view name, std::string_view type, std::string_view help, auto value) {
-      out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-      out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
-      out.append(name).append(" ").append(std::to_string(value)).append("\n");
+    const auto scalar = [&text](std::string_view name, std::string_view type, std::string_view help, auto value) {
+      text.family(name, type, help);
+      text.sample(name, {}, value);
     };
     scalar("bookstore_deadline_rejections_total", "counter",
            "Requests answered 504 at once: too little of their deadline left.", deadline_rejections_.load(relaxed));
@@ -158,12 +159,12 @@ public:
            single_attempt_.load(relaxed));
     scalar("bookstore_in_flight_requests", "gauge", "Requests being handled.", in_flight_.load(relaxed));
     scalar("bookstore_open_connections", "gauge", "Client connections open.", open_connections_.load(relaxed));
-    out += "# HELP bookstore_refused_requests_total Requests refused while being read: timeouts close the connection, "
-           "too large is answered 431 or 413, malformed 400.\n"
-           "# TYPE bookstore_refused_requests_total counter\n";
+    text.family("bookstore_refused_requests_total", "counter",
+                "Requests refused while being read: timeouts close the connection, too large is answered 431 or "
+                "413, malformed 400.");
     for (const read_outcome reason : refusal_reasons)
-      out += "bookstore_refused_requests_total{cause=\"" + std::string{serving::to_string(reason)} + "\"} " +
-             std::to_string(refused_[static_cast<std::size_t>(reason)].load(relaxed)) + "\n";
+      text.sample("bookstore_refused_requests_total", {{"cause", serving::to_string(reason)}},
+                  refused_[static_cast<std::size_t>(reason)].load(relaxed));
     scalar("bookstore_accept_errors_total", "counter",
            "Failures to accept a connection (out of descriptors...), each followed by a pause.",
            accept_errors_.load(relaxed));

@@ -286,9 +286,9 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
   CLI::App& faults = *app.add_subcommand("faults", "run the fault-injection HTTP server");
   formatter.describe(&faults, faults_description);
   faults.footer(faults_footer);
-  faults.add_option("--listen", args.listen, "address to serve on; IPv6 as [ADDRESS]:PORT;\nport 0 picks a free one")
-      ->type_name("IP:PORT")
-      ->default_str("127.0.0.1:0");
+  text_option(faults, "--listen", args.listen, "address to serve on; IPv6 as [ADDRESS]:PORT;\nport 0 picks a free one",
+              "IP:PORT", "Options")
+      ->default_str(coretry::cli::default_listen_address());
   auto* tls = faults.add_flag("--tls", args.tls, "serve HTTPS with a freshly generated test CA");
   text_option(faults, "--ca-out", args.ca_out, "write that CA's certificate (PEM) to FILE", "FILE", "Options")
       ->needs(tls);

@@ -3,6 +3,7 @@
 #include <coretry/budget.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
+#include <serving/listen_address.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -47,23 +48,6 @@ constexpr auto relaxed = std::memory_order_relaxed;
 
 std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
 
-tcp::endpoint parse_listen(std::string_view text) {
-  const std::string usage = "listen address '" + std::string{text} + "' must be IP:PORT (IPv6 as [ADDRESS]:PORT)";
-  const auto colon = text.rfind(':');
-  if (colon == std::string_view::npos) throw std::invalid_argument(usage);
-  std::string_view host = text.substr(0, colon);
-  const std::string_view port_text = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  error_code error;
-  const auto address = asio::ip::make_address(std::string{host}, error);
-  if (error) throw std::invalid_argument(usage);
-  unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535)
-    throw std::invalid_argument(usage);
-  return {address, static_cast<unsigned short>(port)};
-}
-
 // Bounded label sets of the server's own series.
 constexpr std::array<unsigned, 10> known_codes{200, 400, 404, 405, 413, 431, 502, 503, 504, 0}; // 0: any other
 // Requests refused while being read, by serving::read_outcome.
@@ -93,7 +77,7 @@ struct connection {
 } // namespace
 
 void validate(const options& opts) {
-  (void)parse_listen(opts.listen);
+  (void)serving::parse_listen_address(opts.listen);
   if (!opts.pricing_url.starts_with("http://") && !opts.pricing_url.starts_with("https://"))
     throw std::invalid_argument("pricing URL '" + opts.pricing_url + "' must start with http:// or https://");
   if (auto problem = opts.policy.validate()) throw std::invalid_argument("policy: " + *problem);
@@ -145,16 +129,8 @@ public:
       budget_ = std::make_unique<token_bucket_budget>();
       observer_.watch_budget("pricing", *budget_);
     }
-    const tcp::endpoint endpoint = parse_listen(opts_.listen);
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen();
+    base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
-    const auto address = endpoint.address();
-    std::string host = address.is_unspecified() ? (address.is_v4() ? "127.0.0.1" : "[::1]")
-                                                : (address.is_v4() ? address.to_string() : "[" + address.to_string() + "]");
-    base_url_ = "http://" + host + ":" + std::to_string(port_);
   }
 
   void start() { asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached); }
@@ -162,18 +138,19 @@ public:
   std::string metrics() const {
     std::string out;
     observer_.write(out);
-    out += "# HELP bookstore_responses_total Responses by route template and status code (\"other\": any other code).\n"
-           "# TYPE bookstore_responses_total counter\n";
+    prometheus_text_writer text{out};
+    text.family("bookstore_responses_total", "counter",
+                "Responses by route template and status code (\"other\": any other code).");
     for (std::size_t r = 0; r < known_routes.size(); ++r)
-      for (std::size_t c = 0; c < known_codes.size(); ++c)
-        out += "bookstore_responses_total{route=\"" + std::string{known_routes[r]} + "\",code=\"" +
-               (known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"}) + "\"} " +
-               std::to_string(responses_[r][c].load(relaxed)) + "\n";
+      for (std::size_t c = 0; c < known_codes.size(); ++c) {
+        const std::string code = known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"};
+        text.sample("bookstore_responses_total", {{"route", known_routes[r]}, {"code", code}},
+                    responses_[r][c].load(relaxed));
+      }
     // A series without labels: its HELP and TYPE lines, then its one value.
-    auto scalar = [&out](std::string_view name, std::string_view type, std::string_view help, auto value) {
-      out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-      out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
-      out.append(name).append(" ").append(std::to_string(value)).append("\n");
+    const auto scalar = [&text](std::string_view name, std::string_view type, std::string_view help, auto value) {
+      text.family(name, type, help);
+      text.sample(name, {}, value);
     };
     scalar("bookstore_deadline_rejections_total", "counter",
            "Requests answered 504 at once: too little of their deadline left.", deadline_rejections_.load(relaxed));
@@ -182,12 +159,12 @@ public:
            single_attempt_.load(relaxed));
     scalar("bookstore_in_flight_requests", "gauge", "Requests being handled.", in_flight_.load(relaxed));
     scalar("bookstore_open_connections", "gauge", "Client connections open.", open_connections_.load(relaxed));
-    out += "# HELP bookstore_refused_requests_total Requests refused while being read: timeouts close the connection, "
-           "too large is answered 431 or 413, malformed 400.\n"
-           "# TYPE bookstore_refused_requests_total counter\n";
+    text.family("bookstore_refused_requests_total", "counter",
+                "Requests refused while being read: timeouts close the connection, too large is answered 431 or "
+                "413, malformed 400.");
     for (const read_outcome reason : refusal_reasons)
-      out += "bookstore_refused_requests_total{cause=\"" + std::string{serving::to_string(reason)} + "\"} " +
-             std::to_string(refused_[static_cast<std::size_t>(reason)].load(relaxed)) + "\n";
+      text.sample("bookstore_refused_requests_total", {{"cause", serving::to_string(reason)}},
+                  refused_[static_cast<std::size_t>(reason)].load(relaxed));
     scalar("bookstore_accept_errors_total", "counter",
            "Failures to accept a connection (out of descriptors...), each followed by a pause.",
            accept_errors_.load(relaxed));

@@ -20,7 +20,7 @@
 int main(int argc, char** argv) {
   using std::chrono::milliseconds;
   coretry::bookstore::options opts;
-  std::string listen = "127.0.0.1:8080";
+  std::string listen = opts.listen;
   std::string pricing;
   std::string budget = "on", coordination = "on", jitter = "full";
   unsigned threads = 2;

@@ -1,5 +1,7 @@
 #include "cli/command_line.hpp"
 
+#include <common/quoting.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -10,7 +12,7 @@
 namespace coretry::cli {
 namespace {
 
-std::string quoted(std::string_view text) { return "'" + std::string{text} + "'"; }
+using coretry::common::quoted;
 
 std::string lowercase(std::string_view text) {
   std::string lowered{text};

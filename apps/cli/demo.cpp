@@ -5,6 +5,7 @@
 #include "cli/report.hpp"
 
 #include <coretry/http/client.hpp>
+#include <coretry/testing/manual_clock.hpp>
 #include <faults/fault_server.hpp>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -14,7 +15,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -49,21 +49,6 @@ private:
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::optional<coretry::faults::fault_server> server_;
   std::thread thread_;
-};
-
-/// Jitter draws fixed as fractions of each window, so that the book-detail
-/// read replays the specification's worked example (40 ms of 100, 140 of 200).
-class fixed_draws final : public random_source {
-public:
-  explicit fixed_draws(std::vector<double> fractions) : fractions_(std::move(fractions)) {}
-  std::uint64_t uniform(std::uint64_t max_inclusive) override {
-    const double fraction = next_ < fractions_.size() ? fractions_[next_++] : 0.5;
-    return static_cast<std::uint64_t>(std::llround(fraction * static_cast<double>(max_inclusive)));
-  }
-
-private:
-  std::vector<double> fractions_;
-  std::size_t next_ = 0;
 };
 
 /// One step of a fault-server sequence: a status and options, each value
@@ -352,7 +337,8 @@ private:
     {
       attempt_details details;
       timeline printer(stdout, "  ", book_detail_policy.max_attempts, details);
-      fixed_draws seed_draws{{0.4, 0.7}};
+      // The jitter draws as fractions of each window: 40 ms of 100, 140 of 200.
+      coretry::testing::scripted_random seed_draws{0.4, 0.7};
       http::request_options options;
       options.policy = book_detail_policy;
       options.route = "/books/{id}";

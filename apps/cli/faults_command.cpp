@@ -34,10 +34,12 @@ std::chrono::milliseconds timeout_option(std::string_view option, const std::str
 
 } // namespace
 
+std::string default_listen_address() { return coretry::faults::fault_server_options{}.listen; }
+
 int run_faults(const faults_arguments& args) {
   if (args.ca_out && !args.tls) throw usage_error("--ca-out needs --tls: a plain HTTP server has no CA");
   coretry::faults::fault_server_options options;
-  options.listen = args.listen;
+  if (args.listen) options.listen = *args.listen;
   options.tls = args.tls;
   if (args.log_limit) options.log_limit = parse_count("--log-limit", *args.log_limit, 0, most_logged_requests);
   if (args.header_timeout) options.limits.header_timeout = timeout_option("--header-timeout", *args.header_timeout);

@@ -8,7 +8,7 @@
 namespace coretry::cli {
 
 struct faults_arguments {
-  std::string listen = "127.0.0.1:0";
+  std::optional<std::string> listen; ///< IP:PORT as typed; default_listen_address() when not given
   bool tls = false;
   std::optional<std::string> ca_out;
   std::optional<std::string> log_limit; ///< requests kept for /_log, as typed
@@ -16,6 +16,9 @@ struct faults_arguments {
   std::optional<std::string> keep_alive_timeout; ///< seconds, as typed
   std::optional<std::string> max_clients;        ///< as typed
 };
+
+/// Where the fault server listens unless told otherwise (any free loopback port).
+std::string default_listen_address();
 
 /// Serves until SIGINT or SIGTERM. Prints "listening on URL" as the first
 /// line of stdout (flushed) once it accepts connections, after writing the CA

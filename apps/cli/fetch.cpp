@@ -6,6 +6,8 @@
 #include "cli/progress.hpp"
 #include "cli/report.hpp"
 
+#include <common/quoting.hpp>
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -34,7 +36,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast_http = boost::beast::http;
 
-std::string quoted(std::string_view text) { return "'" + std::string{text} + "'"; }
+using coretry::common::quoted;
 
 std::optional<duration> optional_seconds(std::string_view option, const std::optional<std::string>& text,
                                          bool zero_allowed) {

@@ -197,6 +197,12 @@ CLI::Option* text_option(CLI::App& app, const std::string& names, std::optional<
       ->group(group);
 }
 
+// A duration option, typed in seconds (command_line's parse_seconds reads it).
+CLI::Option* seconds_option(CLI::App& app, const std::string& names, std::optional<std::string>& into,
+                            const std::string& help, const std::string& group) {
+  return text_option(app, names, into, help, "SECONDS", group);
+}
+
 void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch_arguments& args) {
   CLI::App& fetch = *app.add_subcommand("fetch", "send one HTTP request with retries (curl-like)");
   formatter.describe(&fetch, fetch_description);
@@ -247,10 +253,9 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               retry);
   text_option(fetch, "--retry", args.retry, "curl's form: N retries, so N+1 attempts\n(not with --max-attempts)",
               "N", retry);
-  text_option(fetch, "--max-time", args.max_time, "deadline of the whole operation (default 30)", "SECONDS", retry);
-  text_option(fetch, "--backoff-initial", args.backoff_initial, "first backoff window (default 0.1)", "SECONDS",
-              retry);
-  text_option(fetch, "--backoff-cap", args.backoff_cap, "largest backoff window (default 1)", "SECONDS", retry);
+  seconds_option(fetch, "--max-time", args.max_time, "deadline of the whole operation (default 30)", retry);
+  seconds_option(fetch, "--backoff-initial", args.backoff_initial, "first backoff window (default 0.1)", retry);
+  seconds_option(fetch, "--backoff-cap", args.backoff_cap, "largest backoff window (default 1)", retry);
   text_option(fetch, "--jitter", args.jitter,
               "how a wait is drawn from its window (default full):\n"
               "none = the window, full = 0..window, equal = half\n"
@@ -258,17 +263,15 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               "none|full|equal|decorrelated", retry);
 
   const std::string timeouts = "Timeouts";
-  text_option(fetch, "--attempt-timeout", args.attempt_timeout,
-              "limit of one complete attempt: connection, TLS,\n"
-              "request and the whole response (default 10)",
-              "SECONDS", timeouts);
-  text_option(fetch, "--connect-timeout", args.connect_timeout,
-              "limit of DNS, connect and TLS handshake, inside\nthe attempt's (default 0: none of its own)", "SECONDS",
-              timeouts);
-  text_option(fetch, "--idle-timeout", args.idle_timeout,
-              "longest silence while reading the response\n(default 0: none); the attempt timeout still\n"
-              "cuts a server that drips slowly",
-              "SECONDS", timeouts);
+  seconds_option(fetch, "--attempt-timeout", args.attempt_timeout,
+                 "limit of one complete attempt: connection, TLS,\n"
+                 "request and the whole response (default 10)", timeouts);
+  seconds_option(fetch, "--connect-timeout", args.connect_timeout,
+                 "limit of DNS, connect and TLS handshake, inside\nthe attempt's (default 0: none of its own)",
+                 timeouts);
+  seconds_option(fetch, "--idle-timeout", args.idle_timeout,
+                 "longest silence while reading the response\n(default 0: none); the attempt timeout still\n"
+                 "cuts a server that drips slowly", timeouts);
 
   const std::string permanent = "Permanent failures";
   text_option(fetch, "--out-of-credits-header", args.out_of_credits_header,
@@ -286,20 +289,20 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
   CLI::App& faults = *app.add_subcommand("faults", "run the fault-injection HTTP server");
   formatter.describe(&faults, faults_description);
   faults.footer(faults_footer);
-  faults.add_option("--listen", args.listen, "address to serve on; IPv6 as [ADDRESS]:PORT;\nport 0 picks a free one")
-      ->type_name("IP:PORT")
-      ->default_str("127.0.0.1:0");
+  text_option(faults, "--listen", args.listen, "address to serve on; IPv6 as [ADDRESS]:PORT;\nport 0 picks a free one",
+              "IP:PORT", "Options")
+      ->default_str(coretry::cli::default_listen_address());
   auto* tls = faults.add_flag("--tls", args.tls, "serve HTTPS with a freshly generated test CA");
   text_option(faults, "--ca-out", args.ca_out, "write that CA's certificate (PEM) to FILE", "FILE", "Options")
       ->needs(tls);
   text_option(faults, "--log-limit", args.log_limit,
               "requests /_log keeps, the most recent, 0 to\n1000000 (default 10000; 0 keeps none)", "N", "Options");
-  text_option(faults, "--header-timeout", args.header_timeout,
-              "seconds a client has to send a request's header\n(from connecting or the request's first byte),\n"
-              "and again its body and to take each response;\nthen the connection is closed (default 10)",
-              "SECONDS", "Options");
-  text_option(faults, "--keep-alive-timeout", args.keep_alive_timeout,
-              "seconds a kept-alive connection may stay silent\nbetween requests (default 30)", "SECONDS", "Options");
+  seconds_option(faults, "--header-timeout", args.header_timeout,
+                 "seconds a client has to send a request's header\n(from connecting or the request's first byte),\n"
+                 "and again its body and to take each response;\nthen the connection is closed (default 10)",
+                 "Options");
+  seconds_option(faults, "--keep-alive-timeout", args.keep_alive_timeout,
+                 "seconds a kept-alive connection may stay silent\nbetween requests (default 30)", "Options");
   text_option(faults, "--max-clients", args.max_clients,
               "client connections open at once, 1 to 100000;\nmore wait in the listen backlog (default 512)", "N",
               "Options");

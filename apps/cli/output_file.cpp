@@ -2,6 +2,8 @@
 
 #include "cli/command_line.hpp"
 
+#include <common/quoting.hpp>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +19,7 @@ namespace coretry::cli {
 namespace {
 
 std::string error_text(int error) { return std::strerror(error); }
-std::string quoted(std::string_view text) { return "'" + std::string{text} + "'"; }
+using coretry::common::quoted;
 
 class output_error_category_impl final : public boost::system::error_category {
 public:

@@ -2,6 +2,8 @@
 
 #include "faults/imf_fixdate.hpp"
 
+#include <common/quoting.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -16,14 +18,7 @@ constexpr std::uint64_t max_drip_bytes = 1'048'576;
 constexpr std::uint64_t max_drip_interval_ms = 60'000;
 constexpr std::uint64_t max_date_offset_seconds = 100ull * 366 * 24 * 3600;
 
-std::string quoted(std::string_view text) {
-  std::string result;
-  result.reserve(text.size() + 2);
-  result += '\'';
-  result += text;
-  result += '\'';
-  return result;
-}
+using coretry::common::quoted;
 
 constexpr bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
 

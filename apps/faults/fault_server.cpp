@@ -4,6 +4,8 @@
 #include "faults/imf_fixdate.hpp"
 
 #include <coretry/http/redact.hpp>
+#include <common/quoting.hpp>
+#include <serving/listen_address.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -50,6 +52,7 @@ using http_request = http::request<http::string_body>;
 using tls_stream = asio::ssl::stream<beast::tcp_stream>;
 namespace serving = coretry::serving;
 using serving::read_outcome;
+using coretry::common::quoted;
 
 // Errors come back as values: a failed read or write only ends its connection.
 constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
@@ -58,37 +61,7 @@ constexpr std::string_view server_name = "coretry-faults";
 
 std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
 
-std::string quoted(std::string_view text) { return "'" + std::string{text} + "'"; }
-
 bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
-
-tcp::endpoint parse_listen_address(std::string_view text) {
-  const std::string usage = "listen address " + quoted(text) + " must be IP:PORT (IPv6 as [ADDRESS]:PORT)";
-  const auto colon = text.rfind(':');
-  if (colon == std::string_view::npos) throw std::invalid_argument(usage);
-  std::string_view host = text.substr(0, colon);
-  const std::string_view port_text = text.substr(colon + 1);
-  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
-  if (bracketed) host = host.substr(1, host.size() - 2);
-  else if (host.find(':') != std::string_view::npos) throw std::invalid_argument(usage);
-
-  error_code error;
-  const asio::ip::address address = asio::ip::make_address(std::string{host}, error);
-  if (error || bracketed != address.is_v6())
-    throw std::invalid_argument(usage + "; " + quoted(host) + " is not an IP address");
-
-  const bool port_is_number = !port_text.empty() && port_text.size() <= 5 &&
-                              port_text.find_first_not_of("0123456789") == std::string_view::npos;
-  if (!port_is_number || std::stoul(std::string{port_text}) > 65535)
-    throw std::invalid_argument(usage + "; " + quoted(port_text) + " is not a port number");
-  return {address, static_cast<unsigned short>(std::stoul(std::string{port_text}))};
-}
-
-// Where a client should connect: a wildcard address accepts on loopback too.
-std::string url_host(const asio::ip::address& address) {
-  if (address.is_v4()) return address.is_unspecified() ? "127.0.0.1" : address.to_string();
-  return address.is_unspecified() ? "[::1]" : "[" + address.to_string() + "]";
-}
 
 response_plan text_reply(unsigned status, std::string_view text) {
   response_plan plan;
@@ -145,7 +118,7 @@ public:
         log_limit_(options.log_limit), sequence_limit_(options.sequence_limit) {
     if (auto problem = serving::validate(limits_)) throw std::invalid_argument(*problem);
     if (options.max_clients == 0) throw std::invalid_argument("max_clients must be at least 1");
-    const tcp::endpoint endpoint = parse_listen_address(options.listen);
+    const tcp::endpoint endpoint = serving::parse_listen_address(options.listen);
     if (options.tls) {
       if (!options.pki) options.pki = generate_test_pki();
       tls_.emplace(asio::ssl::context::tls_server);
@@ -154,12 +127,8 @@ public:
       tls_->use_private_key(asio::buffer(options.pki->key_pem), asio::ssl::context::pem);
       ca_pem_ = options.pki->ca_pem;
     }
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen();
+    base_url_ = serving::open_listener(acceptor_, endpoint, tls_ ? "https" : "http");
     port_ = acceptor_.local_endpoint().port();
-    base_url_ = (tls_ ? "https://" : "http://") + url_host(endpoint.address()) + ":" + std::to_string(port_);
   }
 
   void start() { asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached); }

@@ -1,5 +1,7 @@
 #include "herd/herd_options.hpp"
 
+#include <common/quoting.hpp>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -8,7 +10,7 @@
 namespace herd {
 namespace {
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+using coretry::common::quoted;
 
 [[noreturn]] void bad(std::string_view option, std::string_view text, std::string_view why) {
   throw usage_error(std::string(option) + ": " + quoted(text) + " " + std::string(why));

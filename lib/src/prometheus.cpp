@@ -28,8 +28,58 @@ std::string format_double(double value) {
 }
 } // namespace
 
+void prometheus_text_writer::family(std::string_view name, std::string_view type, std::string_view help) {
+  if (!valid_metric_name(name))
+    throw std::invalid_argument("metric name '" + std::string{name} + "' is not a valid name");
+  constexpr std::array<std::string_view, 5> types{"counter", "gauge", "histogram", "summary", "untyped"};
+  if (std::find(types.begin(), types.end(), type) == types.end())
+    throw std::invalid_argument("metric type '" + std::string{type} + "' is not one of counter, gauge, histogram, "
+                                "summary, untyped");
+  std::string& out = *out_;
+  out.append("# HELP ").append(name).append(" ");
+  for (const char c : help) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void prometheus_text_writer::sample(std::string_view name, std::initializer_list<prometheus_label> labels,
+                                    double value) {
+  sample_text(name, labels, format_double(value));
+}
+
+void prometheus_text_writer::sample_text(std::string_view name, std::initializer_list<prometheus_label> labels,
+                                         std::string_view value) {
+  std::string& out = *out_;
+  out.append(name);
+  if (labels.size() != 0) {
+    char separator = '{';
+    for (const auto& label : labels) {
+      out += separator;
+      out.append(label.name).append("=\"").append(escape_label_value(label.value)).append("\"");
+      separator = ',';
+    }
+    out += '}';
+  }
+  out.append(" ").append(value).append("\n");
+}
+
+std::string prometheus_text_writer::escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
 struct prometheus_observer::route_counters {
-  explicit route_counters(std::string n) : name(std::move(n)), label(escape_label_value(name)) {}
+  explicit route_counters(std::string n) : name(std::move(n)) {}
   ~route_counters() {
     for (auto& slot : categories) delete slot.name.load(relaxed);
   }
@@ -40,7 +90,6 @@ struct prometheus_observer::route_counters {
   };
 
   std::string name;
-  std::string label; // escaped
   counter operations{0}, attempts{0}, initial_successes{0}, final_successes{0}, cancellations{0}, backoffs{0};
   std::atomic<std::int64_t> backoff_ns{0};
   std::array<counter, retry_counters::attempt_buckets> per_operation{};
@@ -133,43 +182,17 @@ void prometheus_observer::stopped(const stop_event& e) noexcept {
   r.per_operation[std::min<std::size_t>(e.attempts, retry_counters::attempt_buckets) - 1].fetch_add(1, relaxed);
 }
 
-std::string prometheus_observer::escape_label_value(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
-
 void prometheus_observer::write(std::string& out) const {
+  prometheus_text_writer writer{out};
   const auto header = [&](std::string_view name, std::string_view type, std::string_view help) {
-    out += "# HELP " + prefix_;
-    out += name;
-    out += ' ';
-    out += help;
-    out += "\n# TYPE " + prefix_;
-    out += name;
-    out += ' ';
-    out += type;
-    out += '\n';
+    writer.family(prefix_ + std::string{name}, type, help);
   };
-  const auto sample = [&](std::string_view name, const std::string& labels, const std::string& value) {
-    out += prefix_;
-    out += name;
-    out += '{';
-    out += labels;
-    out += "} ";
-    out += value;
-    out += '\n';
+  const auto sample = [&](std::string_view name, std::initializer_list<prometheus_label> labels, auto value) {
+    writer.sample(prefix_ + std::string{name}, labels, value);
   };
-  const auto route_label = [](const route_counters& r) { return "route=\"" + r.label + "\""; };
   const auto simple = [&](std::string_view name, std::string_view help, const counter route_counters::*member) {
     header(name, "counter", help);
-    for (const auto& r : routes_) sample(name, route_label(*r), std::to_string(((*r).*member).load(relaxed)));
+    for (const auto& r : routes_) sample(name, {{"route", r->name}}, ((*r).*member).load(relaxed));
   };
 
   simple("_operations_total", "Logical operations started.", &route_counters::operations);
@@ -182,11 +205,10 @@ void prometheus_observer::write(std::string& out) const {
     for (const auto& slot : r->categories) {
       const std::string* name = slot.name.load(std::memory_order_acquire);
       if (name == nullptr) break;
-      sample("_attempt_failures_total", route_label(*r) + ",category=\"" + escape_label_value(*name) + "\"",
-             std::to_string(slot.count.load(relaxed)));
+      sample("_attempt_failures_total", {{"route", r->name}, {"category", *name}}, slot.count.load(relaxed));
     }
     const std::uint64_t other = r->other_category.load(relaxed);
-    if (other != 0) sample("_attempt_failures_total", route_label(*r) + ",category=\"other\"", std::to_string(other));
+    if (other != 0) sample("_attempt_failures_total", {{"route", r->name}, {"category", "other"}}, other);
   }
 
   header("_attempts_per_operation", "histogram", "Attempts each finished operation made.");
@@ -197,35 +219,30 @@ void prometheus_observer::write(std::string& out) const {
       cumulative += n;
       sum += n * (i + 1); // the last bucket counts 10 or more as 10
       const std::string le = i + 1 == r->per_operation.size() ? "+Inf" : std::to_string(i + 1);
-      sample("_attempts_per_operation_bucket", route_label(*r) + ",le=\"" + le + "\"", std::to_string(cumulative));
+      sample("_attempts_per_operation_bucket", {{"route", r->name}, {"le", le}}, cumulative);
     }
-    sample("_attempts_per_operation_sum", route_label(*r), std::to_string(sum));
-    sample("_attempts_per_operation_count", route_label(*r), std::to_string(cumulative));
+    sample("_attempts_per_operation_sum", {{"route", r->name}}, sum);
+    sample("_attempts_per_operation_count", {{"route", r->name}}, cumulative);
   }
 
   simple("_backoffs_total", "Sleeps scheduled between attempts.", &route_counters::backoffs);
   header("_backoff_seconds_total", "counter", "Time scheduled for sleeping between attempts.");
   for (const auto& r : routes_)
-    sample("_backoff_seconds_total", route_label(*r),
-           format_double(std::chrono::duration<double>(duration(r->backoff_ns.load(relaxed))).count()));
+    sample("_backoff_seconds_total", {{"route", r->name}},
+           std::chrono::duration<double>(duration(r->backoff_ns.load(relaxed))).count());
   simple("_cancellations_total", "Operations cancelled by their caller.", &route_counters::cancellations);
 
   header("_stops_total", "counter", "Operations stopped, by stop reason.");
   for (const auto& r : routes_)
     for (int i = 0; i < stop_reason_count; ++i)
-      sample("_stops_total",
-             route_label(*r) + ",reason=\"" + std::string{to_string(static_cast<stop_reason>(i))} + "\"",
-             std::to_string(r->stops[static_cast<std::size_t>(i)].load(relaxed)));
+      sample("_stops_total", {{"route", r->name}, {"reason", to_string(static_cast<stop_reason>(i))}},
+             r->stops[static_cast<std::size_t>(i)].load(relaxed));
 
   if (!budgets_.empty()) {
     header("_budget_tokens", "gauge", "Retry tokens left in the dependency's budget.");
-    for (const auto& b : budgets_)
-      sample("_budget_tokens", "dependency=\"" + escape_label_value(b.dependency) + "\"",
-             format_double(b.budget->tokens()));
+    for (const auto& b : budgets_) sample("_budget_tokens", {{"dependency", b.dependency}}, b.budget->tokens());
     header("_budget_capacity", "gauge", "Capacity of the dependency's retry budget.");
-    for (const auto& b : budgets_)
-      sample("_budget_capacity", "dependency=\"" + escape_label_value(b.dependency) + "\"",
-             format_double(b.budget->capacity()));
+    for (const auto& b : budgets_) sample("_budget_capacity", {{"dependency", b.dependency}}, b.budget->capacity());
   }
 }
 

@@ -145,4 +145,35 @@ TEST_CASE("label values are escaped and bad construction is refused") {
   CHECK_THROWS_AS(prometheus_observer({"a"}, "1bad"), std::invalid_argument);
 }
 
+TEST_CASE("the text writer: families, samples with and without labels, escaping") {
+  std::string out = "# already here\n";
+  coretry::prometheus_text_writer writer{out};
+  writer.family("jobs_total", "counter", "Jobs done, by \"kind\" (a\\b\nnext).");
+  writer.sample("jobs_total", {{"kind", "say \"hi\"\n"}, {"path", "c:\\tmp"}}, std::uint64_t{3});
+  writer.sample("jobs_total", {}, 7);
+  writer.family("jobs_in_flight", "gauge", "Jobs running.");
+  writer.sample("jobs_in_flight", {{"pool", "a"}}, std::int64_t{-2});
+  writer.sample("jobs_in_flight", {}, 0.25);
+  CHECK(out == "# already here\n"
+               "# HELP jobs_total Jobs done, by \"kind\" (a\\\\b\\nnext).\n"
+               "# TYPE jobs_total counter\n"
+               "jobs_total{kind=\"say \\\"hi\\\"\\n\",path=\"c:\\\\tmp\"} 3\n"
+               "jobs_total 7\n"
+               "# HELP jobs_in_flight Jobs running.\n"
+               "# TYPE jobs_in_flight gauge\n"
+               "jobs_in_flight{pool=\"a\"} -2\n"
+               "jobs_in_flight 0.25\n");
+  CHECK(coretry::prometheus_text_writer::escape_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+}
+
+TEST_CASE("the text writer refuses a bad metric name or type") {
+  std::string out;
+  coretry::prometheus_text_writer writer{out};
+  CHECK_THROWS_AS(writer.family("1jobs", "counter", "h"), std::invalid_argument);
+  CHECK_THROWS_AS(writer.family("", "counter", "h"), std::invalid_argument);
+  CHECK_THROWS_AS(writer.family("jobs total", "counter", "h"), std::invalid_argument);
+  CHECK_THROWS_AS(writer.family("jobs", "meter", "h"), std::invalid_argument);
+  CHECK(out.empty());
+}
+
 } // TEST_SUITE

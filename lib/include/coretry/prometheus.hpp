@@ -6,13 +6,52 @@
 
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace coretry {
+
+/// One label of a sample: its name and its value as it is (the writer
+/// escapes the value).
+struct prometheus_label {
+  std::string_view name;
+  std::string_view value;
+};
+
+/// Appends metric families to a string in the Prometheus text exposition
+/// format (version 0.0.4): a family's HELP and TYPE lines, then its samples.
+/// Every program that exposes metrics writes them through this one writer.
+class prometheus_text_writer {
+public:
+  /// Appends to `out`, which must outlive the writer.
+  explicit prometheus_text_writer(std::string& out) noexcept : out_(&out) {}
+
+  /// "# HELP NAME HELP" and "# TYPE NAME TYPE" (the help text escaped).
+  /// Throws std::invalid_argument for a name that is not a valid metric
+  /// name, or a type other than counter, gauge, histogram, summary, untyped.
+  void family(std::string_view name, std::string_view type, std::string_view help);
+
+  /// "NAME{LABEL="VALUE",...} VALUE", or "NAME VALUE" without labels. Label
+  /// values are escaped; names and label names are the caller's constants.
+  template <std::integral T>
+  void sample(std::string_view name, std::initializer_list<prometheus_label> labels, T value) {
+    sample_text(name, labels, std::to_string(value));
+  }
+  /// A float value, with nine significant digits.
+  void sample(std::string_view name, std::initializer_list<prometheus_label> labels, double value);
+
+  /// Escapes a label value for the text format (backslash, quote, newline).
+  static std::string escape_label_value(std::string_view value);
+
+private:
+  void sample_text(std::string_view name, std::initializer_list<prometheus_label> labels, std::string_view value);
+  std::string* out_;
+};
 
 /// A retry_observer that keeps counters per route template and renders them
 /// in the Prometheus text exposition format (version 0.0.4). Thread-safe:
@@ -67,8 +106,11 @@ public:
   void write(std::string& out) const;
   std::string text() const;
 
-  /// Escapes a label value for the text format (backslash, quote, newline).
-  static std::string escape_label_value(std::string_view value);
+  /// Escapes a label value for the text format: the same as
+  /// prometheus_text_writer::escape_label_value.
+  static std::string escape_label_value(std::string_view value) {
+    return prometheus_text_writer::escape_label_value(value);
+  }
 
 private:
   struct route_counters;

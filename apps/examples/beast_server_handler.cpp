@@ -16,6 +16,7 @@
 // Exit status 0 when all three happen, 1 otherwise.
 
 #include "loopback_server.hpp"
+#include "story.hpp"
 
 #include <coretry/http/client.hpp>
 
@@ -176,11 +177,7 @@ int main() {
       io, [&](auto& socket, const auto& req) { return catalogue_logic.handle(socket, req); });
   coretry::http::client caller(io.get_executor());
 
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what);
-    if (!ok) ++failures;
-  };
+  examples::story story;
 
   asio::co_spawn(
       io,
@@ -188,8 +185,8 @@ int main() {
         auto a = co_await call(caller, catalogue.url("/books/42"), "800");
         std::printf("GET /books/42, 800 ms: %u after %s pricing attempt(s), %lld ms\n", a.status, a.attempts.c_str(),
                     static_cast<long long>(a.took.count()));
-        expect(a.status == 200 && a.attempts == "2", "pricing's 503 was retried within the deadline");
-        expect(!pricing_logic.deadlines_told.empty() &&
+        story.expect(a.status == 200 && a.attempts == "2", "pricing's 503 was retried within the deadline");
+        story.expect(!pricing_logic.deadlines_told.empty() &&
                    std::all_of(pricing_logic.deadlines_told.begin(), pricing_logic.deadlines_told.end(),
                                [](milliseconds told) { return told <= 790ms; }),
                "each pricing attempt was told no more than the caller's deadline less the reserve");
@@ -197,28 +194,20 @@ int main() {
         auto b = co_await call(caller, catalogue.url("/books/7"), "200");
         std::printf("GET /books/7, 200 ms: %u after %s pricing attempt(s), %lld ms\n", b.status, b.attempts.c_str(),
                     static_cast<long long>(b.took.count()));
-        expect(b.status == 504, "a pricing call slower than the deadline is a 504");
+        story.expect(b.status == 504, "a pricing call slower than the deadline is a 504");
         // The bound leaves room for a loaded machine; pricing itself takes 400 ms.
-        expect(b.took < 350ms, "the 504 came at the deadline, not when pricing answered");
+        story.expect(b.took < 350ms, "the 504 came at the deadline, not when pricing answered");
 
         auto c = co_await call(caller, catalogue.url("/books/42"), "soon");
         std::printf("GET /books/42, deadline \"soon\": %u\n", c.status);
-        expect(c.status == 400, "a deadline that is not whole milliseconds is refused");
+        story.expect(c.status == 400, "a deadline that is not whole milliseconds is refused");
 
         caller.close_idle();
         pricing.close_idle();
         catalogue.stop();
         pricing_server.stop();
       },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          std::printf("  FAIL %s\n", ex.what());
-          ++failures;
-        }
-      });
+      story.on_end());
   io.run();
-  return failures == 0 ? 0 : 1;
+  return story.exit_status();
 }

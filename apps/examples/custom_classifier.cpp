@@ -22,6 +22,7 @@
 // and that item 5, a plain 404, stops after one. Exit status 0 when both do.
 
 #include "loopback_server.hpp"
+#include "story.hpp"
 
 #include <coretry/http/client.hpp>
 
@@ -117,11 +118,7 @@ int main() {
   options.classifiers = {index_lag_is_transient, rejected_body_is_transient};
   options.validate = check_item;
 
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what);
-    if (!ok) ++failures;
-  };
+  examples::story story;
 
   asio::co_spawn(
       io,
@@ -131,10 +128,10 @@ int main() {
                                                asio::use_awaitable);
         std::printf("GET /items/9: %s after %u attempt(s): %s\n", std::string(coretry::to_string(nine.reason)).c_str(),
                     nine.attempts, categories(nine).c_str());
-        expect(nine.succeeded() && nine.attempts == 3, "the lagging 404 and the cut body were both retried");
-        expect(nine.value && nine.value->res && nine.value->res->body() == R"({"id":9,"name":"lamp","price":30})",
+        story.expect(nine.succeeded() && nine.attempts == 3, "the lagging 404 and the cut body were both retried");
+        story.expect(nine.value && nine.value->res && nine.value->res->body() == R"({"id":9,"name":"lamp","price":30})",
                "the caller got the whole item");
-        expect(nine.records.size() == 3 && nine.records[0].classified.category == "index_lag" &&
+        story.expect(nine.records.size() == 3 && nine.records[0].classified.category == "index_lag" &&
                    nine.records[1].classified.category == "incomplete_item",
                "each retry is recorded with the category our classifiers gave it");
 
@@ -143,21 +140,13 @@ int main() {
                                                asio::use_awaitable);
         std::printf("GET /items/5: %s after %u attempt(s): %s\n", std::string(coretry::to_string(five.reason)).c_str(),
                     five.attempts, categories(five).c_str());
-        expect(five.reason == coretry::stop_reason::rejected && five.attempts == 1 && search.calls_for_5 == 1,
+        story.expect(five.reason == coretry::stop_reason::rejected && five.attempts == 1 && search.calls_for_5 == 1,
                "a 404 without the lag header is not retried");
 
         client.close_idle();
         server.stop();
       },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          std::printf("  FAIL %s\n", ex.what());
-          ++failures;
-        }
-      });
+      story.on_end());
   io.run();
-  return failures == 0 ? 0 : 1;
+  return story.exit_status();
 }

@@ -17,6 +17,7 @@
 // on the body limit instead. Exit status 0 when all of that holds.
 
 #include "loopback_server.hpp"
+#include "story.hpp"
 
 #include <coretry/http/client.hpp>
 
@@ -126,11 +127,7 @@ int main() {
   streamed.stream_body = [&](const beast_http::response_header<>& header) { return sink.start(header); };
   streamed.body_sink = [&](std::string_view piece) { return sink.write(piece); };
 
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what);
-    if (!ok) ++failures;
-  };
+  examples::story story;
 
   asio::co_spawn(
       io,
@@ -144,15 +141,15 @@ int main() {
                     std::string(coretry::to_string(r.reason)).c_str(), r.attempts,
                     static_cast<unsigned long long>(sink.written), sink.path.c_str(),
                     static_cast<unsigned long long>(peak_after - peak_before));
-        expect(r.succeeded() && r.attempts == 2 && sink.starts == 1, "the 503 was retried, and only the 200 streamed");
-        expect(sink.written == body_size && std::filesystem::file_size(sink.path) == body_size &&
+        story.expect(r.succeeded() && r.attempts == 2 && sink.starts == 1, "the 503 was retried, and only the 200 streamed");
+        story.expect(sink.written == body_size && std::filesystem::file_size(sink.path) == body_size &&
                    sink.wrong_bytes == 0,
                "every byte arrived in the file, in order");
-        expect(r.value && r.value->res && r.value->res->body().empty(), "nothing of the body was kept in memory");
+        story.expect(r.value && r.value->res && r.value->res->body().empty(), "nothing of the body was kept in memory");
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
         std::printf("  (peak memory not judged: the sanitizer's runtime keeps freed memory for itself)\n");
 #else
-        expect(peak_before != 0 && peak_after - peak_before < 16 * 1024, "peak memory grew by less than 16 MiB");
+        story.expect(peak_before != 0 && peak_after - peak_before < 16 * 1024, "peak memory grew by less than 16 MiB");
 #endif
         std::filesystem::remove(sink.path);
 
@@ -164,24 +161,16 @@ int main() {
                                                asio::use_awaitable);
         std::printf("GET /export held in memory: %s (%s)\n", std::string(coretry::to_string(held.reason)).c_str(),
                     held.value ? held.value->error.message().c_str() : "");
-        expect(held.reason == coretry::stop_reason::rejected && held.value &&
+        story.expect(held.reason == coretry::stop_reason::rejected && held.value &&
                    held.value->error == beast_http::error::body_limit,
                "without streaming the same body fails on the 8 MiB body limit");
 
         client.close_idle();
         server.stop();
       },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          std::printf("  FAIL %s\n", ex.what());
-          ++failures;
-        }
-      });
+      story.on_end());
   io.run();
   std::error_code ignored;
   std::filesystem::remove(sink.path, ignored);
-  return failures == 0 ? 0 : 1;
+  return story.exit_status();
 }

@@ -72,7 +72,7 @@ struct harness {
 
 } // namespace
 
-TEST_CASE("pool: a connection given back clean is leased again; the first lease is a permit to open one") {
+TEST_CASE("pool: the first lease is a permit to open one and a connection given back clean is leased again") {
   harness h;
   {
     std::optional<lease_type> first = h.pool.try_lease("http://a:80");

@@ -35,26 +35,35 @@ auto deaf_operation(asio::io_context& io, coretry::duration takes) {
   };
 }
 
+/// What the caller's handler saw, and the virtual time it ran at.
+struct finished {
+  std::optional<deadline_outcome<int>> result;
+  coretry::duration at{};
+};
+
+/// A handler that records into `f`.
+auto recorder(coretry::testing::manual_runner& runner, finished& f) {
+  return [&runner, &f](deadline_outcome<int> r) {
+    f.at = runner.elapsed();
+    f.result = std::move(r);
+  };
+}
+
 } // namespace
 
 TEST_CASE("with_deadline: an operation done before the deadline completes with its value, when it is done") {
   asio::io_context io;
   coretry::testing::manual_runner runner(io);
   fake_dependency dep({{ms(30)}});
-  std::optional<deadline_outcome<int>> result;
-  coretry::duration completed_at{};
-  coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(100)), dep.call(),
-                                                  [&](deadline_outcome<int> r) {
-                                                    completed_at = runner.elapsed();
-                                                    result = std::move(r);
-                                                  });
+  finished f;
+  coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(100)), dep.call(), recorder(runner, f));
   runner.run();
-  REQUIRE(result);
-  CHECK_FALSE(result->error);
-  CHECK_FALSE(result->exception);
-  REQUIRE(result->value);
-  CHECK(*result->value == 200);
-  CHECK(completed_at == ms(30));
+  REQUIRE(f.result);
+  CHECK_FALSE(f.result->error);
+  CHECK_FALSE(f.result->exception);
+  REQUIRE(f.result->value);
+  CHECK(*f.result->value == 200);
+  CHECK(f.at == ms(30));
   CHECK(dep.cancelled_at.empty());
 }
 
@@ -62,19 +71,17 @@ TEST_CASE("with_deadline: at the deadline the operation is cancelled and the cal
   asio::io_context io;
   coretry::testing::manual_runner runner(io);
   fake_dependency dep({{ms(500)}});
-  std::optional<deadline_outcome<int>> result;
-  coretry::duration completed_at{};
+  finished f;
   std::size_t cancellations_seen_by_then = 0;
   coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(100)), dep.call(),
-                                                  [&](deadline_outcome<int> r) {
-                                                    completed_at = runner.elapsed();
+                                                  [&, record = recorder(runner, f)](deadline_outcome<int> r) {
                                                     cancellations_seen_by_then = dep.cancelled_at.size();
-                                                    result = std::move(r);
+                                                    record(std::move(r));
                                                   });
   runner.run();
-  REQUIRE(result);
-  CHECK(result->error == coretry::attempt_error::timed_out);
-  CHECK(completed_at == ms(100));
+  REQUIRE(f.result);
+  CHECK(f.result->error == coretry::attempt_error::timed_out);
+  CHECK(f.at == ms(100));
   REQUIRE(dep.cancelled_at.size() == 1);
   CHECK(dep.cancelled_at[0] == ms(100));
   CHECK(cancellations_seen_by_then == 1); // the operation had ended before the handler ran
@@ -83,19 +90,15 @@ TEST_CASE("with_deadline: at the deadline the operation is cancelled and the cal
 TEST_CASE("with_deadline: the handler waits for an operation that is slow to stop") {
   asio::io_context io;
   coretry::testing::manual_runner runner(io);
-  std::optional<deadline_outcome<int>> result;
-  coretry::duration completed_at{};
+  finished f;
   coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(100)), deaf_operation(io, ms(150)),
-                                                  [&](deadline_outcome<int> r) {
-                                                    completed_at = runner.elapsed();
-                                                    result = std::move(r);
-                                                  });
+                                                  recorder(runner, f));
   runner.run();
-  REQUIRE(result);
-  CHECK(completed_at == ms(150));
-  CHECK(result->error == coretry::attempt_error::timed_out);
-  REQUIRE(result->value); // what the operation had is kept
-  CHECK(*result->value == 7);
+  REQUIRE(f.result);
+  CHECK(f.at == ms(150));
+  CHECK(f.result->error == coretry::attempt_error::timed_out);
+  REQUIRE(f.result->value); // what the operation had is kept
+  CHECK(*f.result->value == 7);
 }
 
 TEST_CASE("with_deadline: the caller's cancellation reaches the operation and is not a timeout") {
@@ -106,17 +109,13 @@ TEST_CASE("with_deadline: the caller's cancellation reaches the operation and is
   manual_timer canceller(io);
   canceller.expires_after(ms(40));
   canceller.async_wait([&](boost::system::error_code) { signal.emit(asio::cancellation_type::partial); });
-  std::optional<deadline_outcome<int>> result;
-  coretry::duration completed_at{};
+  finished f;
   coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(100)), dep.call(),
-                                                  asio::bind_cancellation_slot(signal.slot(), [&](deadline_outcome<int> r) {
-                                                    completed_at = runner.elapsed();
-                                                    result = std::move(r);
-                                                  }));
+                                                  asio::bind_cancellation_slot(signal.slot(), recorder(runner, f)));
   runner.run();
-  REQUIRE(result);
-  CHECK(result->error == asio::error::operation_aborted);
-  CHECK(completed_at == ms(40));
+  REQUIRE(f.result);
+  CHECK(f.result->error == asio::error::operation_aborted);
+  CHECK(f.at == ms(40));
   REQUIRE(dep.cancelled_at.size() == 1);
   CHECK(dep.cancelled_at[0] == ms(40));
 }
@@ -126,17 +125,12 @@ TEST_CASE("with_deadline: a deadline already past cuts the operation off as soon
   coretry::testing::manual_runner runner(io);
   runner.run_for(ms(50));
   fake_dependency dep({{ms(30)}});
-  std::optional<deadline_outcome<int>> result;
-  coretry::duration completed_at{};
-  coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(10)), dep.call(),
-                                                  [&](deadline_outcome<int> r) {
-                                                    completed_at = runner.elapsed();
-                                                    result = std::move(r);
-                                                  });
+  finished f;
+  coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(10)), dep.call(), recorder(runner, f));
   runner.run();
-  REQUIRE(result);
-  CHECK(result->error == coretry::attempt_error::timed_out);
-  CHECK(completed_at == ms(50));
+  REQUIRE(f.result);
+  CHECK(f.result->error == coretry::attempt_error::timed_out);
+  CHECK(f.at == ms(50));
   REQUIRE(dep.started_at.size() == 1);
   CHECK(dep.started_at[0] == ms(50));
   REQUIRE(dep.cancelled_at.size() == 1);

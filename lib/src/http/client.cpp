@@ -1,3 +1,14 @@
+// The client and one attempt of a request: lease a connection, connect if
+// needed, exchange, give the connection back. The rest of the transport is
+// beside it, one concept to a file:
+//   url.cpp                 reading a URL strictly (coretry/http/url.hpp)
+//   prepare.hpp/.cpp        from URL, request and options to what each attempt sends
+//   pool.hpp                connections per origin, leases, waiters, idle expiry
+//   connect.hpp/.cpp        the connection, TLS context, lookup, TCP connect, handshake
+//   exchange_io.hpp/.cpp    writing the request and the bounded read of the response
+//   response_reading.hpp    the sans-I/O steps of that read
+// Deadlines inside an attempt (connect, idle) use coretry::async_with_deadline.
+
 #include <coretry/http/client.hpp>
 
 #include <coretry/http/tls.hpp>

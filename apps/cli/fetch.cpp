@@ -7,18 +7,18 @@
 #include "cli/report.hpp"
 
 #include <common/quoting.hpp>
+#include <coretry/http/idempotency.hpp>
+#include <coretry/http/tls.hpp>
+#include <coretry/http/url.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
-#include <boost/uuid/random_generator.hpp>
-#include <boost/uuid/uuid_io.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -45,24 +45,7 @@ std::optional<duration> optional_seconds(std::string_view option, const std::opt
 }
 
 void check_url(const std::string& url) {
-  const std::string shown = quoted(redact_url(url));
-  auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) {
-    const bool has_scheme_separator = url.find("://") != std::string::npos;
-    throw usage_error("URL " + shown + (has_scheme_separator ? " is not a valid URL"
-                                                              : " has no scheme; write it as http://... or https://..."));
-  }
-  const auto scheme = parsed->scheme_id();
-  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https)
-    throw usage_error("URL " + shown + ": the scheme must be http or https, not " + quoted(parsed->scheme()) +
-                      " (did you leave out http://?)");
-  if (!parsed->has_authority() || parsed->encoded_host().empty()) throw usage_error("URL " + shown + " has no host");
-  if (parsed->has_port()) {
-    const std::string_view port = parsed->port();
-    const bool valid = !port.empty() && port.size() <= 5 && std::stoul(std::string{port}) >= 1 &&
-                       std::stoul(std::string{port}) <= 65535;
-    if (!valid) throw usage_error("URL " + shown + ": the port must be a number from 1 to 65535");
-  }
+  if (auto problem = http::url_problem(url)) throw usage_error(*problem);
 }
 
 std::string read_data_file(const std::string& path) {
@@ -92,19 +75,14 @@ std::string request_body(const std::vector<std::string>& data) {
   return body;
 }
 
-// Loaded once here so that a wrong file is bad input: at handshake time it
+// Checked here so that a wrong file is bad input: at handshake time it
 // would look like a transient TLS failure and be retried.
 void check_ca_file(const std::string& path) {
-  if (::access(path.c_str(), R_OK) != 0)
-    throw usage_error("--cacert: cannot read " + quoted(path) + ": " + std::strerror(errno));
-  asio::ssl::context context(asio::ssl::context::tls_client);
-  boost::system::error_code error;
-  context.load_verify_file(path, error);
-  if (error) throw usage_error("--cacert: " + quoted(path) + " holds no PEM certificate (" + error.message() + ")");
+  if (auto problem = http::ca_file_problem(path)) throw usage_error("--cacert: " + *problem);
 }
 
 std::string checked_idempotency_key(const std::string& key) {
-  if (key == "auto") return boost::uuids::to_string(boost::uuids::random_generator()());
+  if (key == "auto") return http::new_idempotency_key();
   const bool printable = std::all_of(key.begin(), key.end(), [](char c) { return c >= 0x21 && c <= 0x7e; });
   if (key.empty() || key.size() > 255 || !printable)
     throw usage_error("--idempotency-key: give 'auto' or 1 to 255 visible ASCII characters without spaces");

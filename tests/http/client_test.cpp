@@ -3,6 +3,8 @@
 // where a bound is the point (a drip cut off long before it would end).
 
 #include <coretry/http/client.hpp>
+#include <coretry/http/idempotency.hpp>
+#include <coretry/http/tls.hpp>
 #include <faults/fault_server.hpp>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -450,6 +452,31 @@ TEST_CASE("a CA file that is missing or not PEM is refused when the client is ma
   CHECK_THROWS_WITH_AS(coretry::http::client(io.get_executor(), garbage), doctest::Contains("no usable PEM"),
                        std::invalid_argument);
   std::remove(garbage.ca_file.c_str());
+}
+
+TEST_CASE("ca_file_problem names the file and the problem, and accepts a PEM certificate") {
+  const auto missing = coretry::http::ca_file_problem("/nonexistent/ca.pem");
+  REQUIRE(missing);
+  CHECK(missing->find("cannot read") != std::string::npos);
+  CHECK(missing->find("/nonexistent/ca.pem") != std::string::npos);
+  const std::string garbage = write_temp("not a certificate");
+  const auto not_pem = coretry::http::ca_file_problem(garbage);
+  std::remove(garbage.c_str());
+  REQUIRE(not_pem);
+  CHECK(not_pem->find("no usable PEM certificate") != std::string::npos);
+  CHECK(not_pem->find(garbage) != std::string::npos);
+  const std::string ca = write_temp(coretry::faults::generate_test_pki().ca_pem);
+  CHECK_FALSE(coretry::http::ca_file_problem(ca));
+  std::remove(ca.c_str());
+}
+
+TEST_CASE("new_idempotency_key: a fresh version 4 UUID each time") {
+  const std::regex uuid_v4("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+  const std::string one = coretry::http::new_idempotency_key();
+  const std::string two = coretry::http::new_idempotency_key();
+  CHECK(std::regex_match(one, uuid_v4));
+  CHECK(std::regex_match(two, uuid_v4));
+  CHECK(one != two);
 }
 
 TEST_CASE("bad input is refused before anything is sent") {

@@ -326,6 +326,25 @@ TEST_CASE("strict URLs: hosts, ports and paths that are not what they seem are r
                        std::invalid_argument);
 }
 
+TEST_CASE("strict URLs: url_problem says what parse_url refuses, in the same words") {
+  for (const char* url : {"http://host:99999/", "localhost/books", "ftp://host/", "http:///path",
+                          "http://localhost%00.example.com/"}) {
+    CAPTURE(url);
+    const auto problem = coretry::http::url_problem(url);
+    REQUIRE(problem);
+    CHECK_THROWS_WITH_AS(coretry::http::parse_url(url), ("coretry::http: " + *problem).c_str(), std::invalid_argument);
+  }
+  CHECK(coretry::http::url_problem("localhost/books")->find("no scheme") != std::string::npos);
+  CHECK(coretry::http::url_problem("localhost:8080/books")->find("did you leave out http://") != std::string::npos);
+  CHECK(coretry::http::url_problem("ftp://host/")->find("did you leave out") == std::string::npos);
+  const auto secret = coretry::http::url_problem("http://user:pa55word@host:0/?api_key=k3y");
+  REQUIRE(secret);
+  CHECK(secret->find("pa55word") == std::string::npos);
+  CHECK(secret->find("k3y") == std::string::npos);
+  CHECK_FALSE(coretry::http::url_problem("https://Books.Example.COM:8443/x?y=1#section"));
+  CHECK_FALSE(coretry::http::url_problem("http://[::1]:81"));
+}
+
 TEST_CASE("strict URLs: a percent-encoded NUL in the host sends nothing") {
   hostile_server server(answers("reached"));
   client_harness h;

@@ -4,6 +4,7 @@
 #include <coretry/async_retry.hpp>
 #include <coretry/http/classify.hpp>
 #include <coretry/http/exchange.hpp>
+#include <coretry/http/url.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -121,30 +122,6 @@ enum class response_error {
 
 const boost::system::error_category& response_error_category() noexcept;
 boost::system::error_code make_error_code(response_error e) noexcept;
-
-/// What an http(s) URL names, read strictly: the authority is split by hand
-/// (Boost.URL 1.81 reads `127.0.0.1.nip.io:8080` as host `127.0.0.1`), the
-/// host percent-decoded and required to be a DNS name or an IP address.
-struct url_parts {
-  bool tls = false;
-  /// The one name that is looked up, sent in Host, used for SNI and verified
-  /// against the certificate: lower-case, decoded; an IPv6 address without
-  /// its brackets.
-  std::string host;
-  std::uint16_t port = 0;
-  bool explicit_port = false; ///< the URL named a port (Host then names it unless it is the default)
-  /// Path and query, beginning with '/' (the fragment is never sent).
-  std::string target;
-  /// Userinfo (`user:password@`), percent-decoded, when the URL has one.
-  std::optional<std::string> user;
-  std::string password;
-};
-
-/// Throws std::invalid_argument naming the problem (with any credentials in
-/// the URL redacted): not an absolute http(s) URL, no host, a host that is
-/// not a DNS name or an IP address once decoded (`localhost%00.example.com`),
-/// an IPv6 zone, a port that is not 1-65535.
-url_parts parse_url(std::string_view url);
 
 namespace detail {
 struct client_state;

@@ -1,0 +1,137 @@
+#ifndef CORETRY_WITH_DEADLINE_HPP
+#define CORETRY_WITH_DEADLINE_HPP
+
+/// @file
+/// One asynchronous operation under a deadline that reaches the operation's
+/// own I/O: the deadline is delivered to the operation as terminal
+/// cancellation, and the caller hears back only once the operation has
+/// finished. The same runner bounds each attempt of async_retry.
+
+#include <coretry/async_retry.hpp>
+#include <coretry/detail/attempt_runner.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/recycling_allocator.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <utility>
+
+namespace coretry {
+
+/// What async_with_deadline completes with.
+///
+/// - `exception`: set only when the operation threw something other than a
+///   `boost::system::system_error` (a programming error); it is not
+///   rethrown for the caller.
+/// - `error`: the operation's own error (a `system_error` thrown by an
+///   awaitable becomes its code), or `coretry::attempt_error::timed_out`
+///   when the deadline expired before the operation completed, whatever
+///   the operation then reported.
+/// - `value`: the operation's result when it produced one (engaged unless
+///   it threw), kept even after a timeout so that a caller may inspect
+///   what the operation had when it was cut off.
+template <class T>
+using deadline_outcome = detail::attempt_completion<T>;
+
+/// `at + d`, or the last instant of `at`'s clock when that would overflow:
+/// a deadline "never" given as a duration stays representable.
+template <class TimePoint, class Duration>
+TimePoint instant_after(TimePoint at, Duration d) {
+  return detail::saturating_instant(at, d);
+}
+
+namespace detail {
+
+/// The caller's handler with the timer its deadline is kept on: the timer
+/// lives exactly as long as the runner that waits on it, and is destroyed
+/// before the caller's handler runs. Cancellation slot and allocator are the
+/// caller's.
+template <class Timer, class Handler>
+struct deadline_handler {
+  using cancellation_slot_type = boost::asio::associated_cancellation_slot_t<Handler>;
+  using allocator_type = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
+
+  cancellation_slot_type get_cancellation_slot() const noexcept {
+    return boost::asio::get_associated_cancellation_slot(handler);
+  }
+  allocator_type get_allocator() const noexcept {
+    return boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>());
+  }
+
+  template <class Outcome>
+  void operator()(Outcome&& outcome) {
+    timer.reset();
+    std::move(handler)(std::forward<Outcome>(outcome));
+  }
+
+  std::unique_ptr<Timer> timer;
+  Handler handler;
+};
+
+} // namespace detail
+
+/// Runs one asynchronous operation under a deadline.
+///
+/// @tparam T      What the operation produces (its completion's value after
+///                the error or exception_ptr).
+/// @tparam Timer  The timer type the deadline is kept with, constructible
+///                from `ex` (`boost::asio::steady_timer` by default;
+///                `coretry::testing::manual_timer` for virtual time). The
+///                timer is made and owned here: callers name a type, never
+///                hand over a timer object.
+/// @param ex       The I/O executor the timer is made on, the operation
+///                started on, and the handler's executor when it has none
+///                of its own.
+/// @param deadline The instant, on `Timer`'s clock, at which the operation
+///                is cut off. An instant already past cuts it off as soon as
+///                it has been started (it is still started). Use
+///                instant_after to make one from a duration.
+/// @param op       Either an `boost::asio::awaitable<T>` (it is spawned on
+///                `ex`) or a callable taking a completion handler whose
+///                signature is `void(boost::system::error_code, T)` or
+///                `void(std::exception_ptr, T)`. The operation must honour
+///                terminal cancellation through the handler's cancellation
+///                slot.
+/// @param token    A completion token for the signature
+///                `void(coretry::deadline_outcome<T>)`.
+///
+/// **Deadline.** When the deadline passes first, the operation receives
+/// terminal cancellation. While it has not finished, the cancellation is
+/// sent again every coretry::default_cancellation_repeat (an operation
+/// between two internal steps when the first signal came would otherwise
+/// miss it), a bounded number of times; after that it is waited for without
+/// a timer. To the caller a timeout is `outcome.error ==
+/// coretry::attempt_error::timed_out`.
+///
+/// **Completion.** The handler runs only after the operation has completed,
+/// never inside this call, and on its associated executor (`ex` when it has
+/// none): nothing the operation started is left running behind it.
+///
+/// **Cancellation.** The handler's associated cancellation slot is honoured
+/// for terminal and partial cancellation; either is forwarded to the
+/// operation as *terminal* cancellation (the operation is abandoned, so its
+/// I/O must stop). The outcome then carries the operation's own error
+/// (typically `boost::asio::error::operation_aborted`), not `timed_out`,
+/// unless the deadline had already passed. Total cancellation is ignored.
+template <class T, class Timer = boost::asio::steady_timer, class Executor, class Op, class CompletionToken>
+auto async_with_deadline(const Executor& ex, typename Timer::time_point deadline, Op&& op, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(deadline_outcome<T>)>(
+      [](auto handler, const Executor& io, typename Timer::time_point at, auto operation) {
+        using handler_type = decltype(handler);
+        const auto handler_ex = boost::asio::get_associated_executor(handler, io);
+        auto timer = std::make_unique<Timer>(io);
+        Timer& kept = *timer;
+        detail::run_attempt<T>(kept, at, default_cancellation_repeat, handler_ex, std::move(operation),
+                               detail::deadline_handler<Timer, handler_type>{std::move(timer), std::move(handler)});
+      },
+      token, ex, deadline, std::forward<Op>(op));
+}
+
+} // namespace coretry
+
+#endif

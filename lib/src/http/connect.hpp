@@ -1,0 +1,102 @@
+#ifndef CORETRY_SRC_HTTP_CONNECT_HPP
+#define CORETRY_SRC_HTTP_CONNECT_HPP
+
+// Connecting: what a connection is (plain TCP or TLS over TCP, with its
+// bounded read buffer), the TLS context, the lookup that can be abandoned,
+// and establishing a connection (lookup, TCP connect, TLS handshake).
+// Internal to coretry::http.
+
+#include <coretry/http/exchange.hpp>
+
+#include "pool.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace coretry::http::detail {
+
+/// Where a request goes: the pool's key and what is looked up and verified.
+struct origin {
+  bool tls = false;
+  std::string host;
+  std::string port;
+  std::string key; ///< "https://host:port": the pool's key
+};
+
+/// A cancellation that arrives between two operations is recorded in the
+/// coroutine's state but reaches neither: check it before starting each one,
+/// or an attempt could wait forever on a server that never answers.
+inline bool cancellation_requested(const boost::asio::cancellation_state& state) {
+  return state.cancelled() != boost::asio::cancellation_type::none;
+}
+
+/// A connection: plain TCP or TLS over TCP, with its read buffer (which may
+/// hold bytes of the next response only if the server misbehaved).
+struct connection {
+  using tcp = boost::asio::ip::tcp;
+  using tls_stream = boost::asio::ssl::stream<tcp::socket>;
+
+  explicit connection(tcp::socket socket) : stream(std::in_place_type<tcp::socket>, std::move(socket)) {}
+  connection(tcp::socket socket, boost::asio::ssl::context& tls)
+      : stream(std::in_place_type<tls_stream>, std::move(socket), tls) {}
+
+  tcp::socket& socket();
+
+  /// True when the server closed an idle connection or sent bytes nobody
+  /// asked for (a 408, a body after a HEAD response, an early answer):
+  /// checked without blocking before the connection is reused, whatever the
+  /// request's method. Such bytes must never be read as the answer to a
+  /// request written after them.
+  bool is_stale();
+
+  void close();
+
+  std::variant<tcp::socket, tls_stream> stream;
+  boost::beast::flat_buffer buffer;
+};
+
+using connection_pool = basic_connection_pool<connection>;
+using lease = connection_pool::lease;
+
+/// The client's TLS context: TLS 1.2 at least, the system's trust store plus
+/// an optional CA file, peer verification unless turned off. Made once, on
+/// first use: loading the system trust store is costly, and a client that
+/// only speaks plain HTTP never needs it.
+class tls_context {
+public:
+  tls_context(std::string ca_file, bool verify_peer) : ca_file_(std::move(ca_file)), verify_peer_(verify_peer) {}
+
+  /// Throws boost::system::system_error when the context cannot be made.
+  boost::asio::ssl::context& get();
+
+private:
+  std::string ca_file_;
+  bool verify_peer_;
+  std::once_flag made_;
+  std::optional<boost::asio::ssl::context> context_;
+};
+
+/// Resolve, connect and (for https) handshake: everything before the request
+/// is written, so a failure here provably never reached the server. The new
+/// connection is attached to `held`, its read buffer bounded to
+/// `buffer_limit` bytes; `x.reached` says how far it got. Every operation
+/// looks for cancellation before it starts; a lookup is abandoned (never
+/// waited for) when cancelled.
+boost::asio::awaitable<boost::system::error_code> establish(const origin& where, tls_context& tls,
+                                                            std::size_t buffer_limit, connection_pool& pool,
+                                                            lease& held, exchange& x);
+
+} // namespace coretry::http::detail
+
+#endif

@@ -1,0 +1,134 @@
+#include "prepare.hpp"
+
+#include <coretry/http/idempotency.hpp>
+
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+namespace coretry::http {
+
+namespace beast_http = boost::beast::http;
+
+std::string new_idempotency_key() { return boost::uuids::to_string(boost::uuids::random_generator()()); }
+
+namespace detail {
+namespace {
+
+std::string base64(std::string_view bytes) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    std::uint32_t group = 0;
+    for (std::size_t k = 0; k < 3; ++k)
+      group = (group << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (std::size_t k = 0; k < 4; ++k) out += k <= n ? alphabet[(group >> (18 - 6 * k)) & 0x3f] : '=';
+  }
+  return out;
+}
+
+/// RFC 9110 §5.6.2: a token, as method and field names must be.
+bool is_token(std::string_view text) {
+  static constexpr std::string_view specials = "!#$%&'*+-.^_`|~";
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           specials.find(c) != std::string_view::npos;
+  });
+}
+
+/// Text safe to quote in an error message: control and non-ASCII bytes as \xNN.
+std::string printable(std::string_view text) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text.substr(0, 64)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += digits[byte >> 4];
+      out += digits[byte & 0xf];
+    }
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+
+} // namespace
+
+std::optional<std::string> request_problem(const request& req) {
+  if (!is_token(req.method_string()))
+    return "the method '" + printable(req.method_string()) + "' is not a token";
+  const std::string_view target = req.target();
+  if (std::any_of(target.begin(), target.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; }))
+    return "the request target contains a space, CR, LF or control character";
+  for (const auto& field : req) {
+    if (!is_token(field.name_string()))
+      return "the header name '" + printable(field.name_string()) + "' is not a token";
+    const std::string_view value = field.value();
+    if (std::any_of(value.begin(), value.end(),
+                    [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == '\x7f'; }))
+      return "header '" + std::string(field.name_string()) + "' has a value with CR, LF, NUL or a control character";
+  }
+  if (req.find(beast_http::field::content_length) != req.end() &&
+      req.find(beast_http::field::transfer_encoding) != req.end())
+    return "the request has both Content-Length and Transfer-Encoding";
+  return std::nullopt;
+}
+
+prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
+                                 const std::string& user_agent) {
+  prepared_request prepared;
+  origin& where = prepared.where;
+  where.tls = parts.tls;
+  where.host = parts.host;
+  where.port = std::to_string(parts.port);
+  where.key = std::string(where.tls ? "https://" : "http://") + where.host + ":" + where.port;
+
+  if (req.target().empty()) req.target(parts.target);
+  if (req.target().front() != '/' && !(req.target() == "*" && req.method() == beast_http::verb::options))
+    throw std::invalid_argument("coretry::http: the request target must begin with '/'");
+  if (req.find(beast_http::field::host) == req.end()) {
+    // The same name that is looked up and, over TLS, verified.
+    std::string host = where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
+    const bool default_port = !parts.explicit_port || parts.port == (where.tls ? 443 : 80);
+    if (!default_port) host += ":" + where.port;
+    req.set(beast_http::field::host, host);
+  }
+  if (parts.user && req.find(beast_http::field::authorization) == req.end()) {
+    // Credentials in the URL go to this origin only, as Basic authorization
+    // (the client follows no redirects); a caller's own Authorization wins.
+    req.set(beast_http::field::authorization, "Basic " + base64(*parts.user + ":" + parts.password));
+  }
+  if (req.find(beast_http::field::user_agent) == req.end() && !user_agent.empty())
+    req.set(beast_http::field::user_agent, user_agent);
+  if (options.idempotency_key) {
+    if (options.idempotency_key->find_first_of("\r\n") != std::string::npos)
+      throw std::invalid_argument("coretry::http: idempotency key contains CR or LF");
+    req.set("Idempotency-Key", *options.idempotency_key);
+  } else if (options.generate_idempotency_key && req.find("Idempotency-Key") == req.end()) {
+    // One key per logical operation, the same on every attempt.
+    req.set("Idempotency-Key", new_idempotency_key());
+  }
+  req.prepare_payload();
+  if (auto problem = request_problem(req)) throw std::invalid_argument("coretry::http: " + *problem);
+
+  prepared.safety = is_idempotent(req.method()) ? repeat_safety::idempotent
+                    : req.find("Idempotency-Key") != req.end() ? repeat_safety::idempotency_key
+                                                               : repeat_safety::unsafe;
+  prepared.req = std::move(req);
+  prepared.body = options.body;
+  prepared.decorate = options.decorate;
+  prepared.validate = options.validate;
+  prepared.classifiers = options.classifiers;
+  prepared.streaming = {options.stream_body, options.body_sink};
+  return prepared;
+}
+
+} // namespace detail
+} // namespace coretry::http

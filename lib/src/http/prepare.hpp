@@ -1,0 +1,53 @@
+#ifndef CORETRY_SRC_HTTP_PREPARE_HPP
+#define CORETRY_SRC_HTTP_PREPARE_HPP
+
+// Request preparation: from a URL, a request and its options to what every
+// attempt sends (Host, Basic authorization from the URL's userinfo,
+// User-Agent, Idempotency-Key, framing), checked so that the request is what
+// it says and no more. Internal to coretry::http.
+
+#include <coretry/http/client.hpp>
+
+#include "connect.hpp"
+#include "streamed_body.hpp"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coretry::http::detail {
+
+/// A request ready for its attempts, shared by them and never changed.
+struct prepared_request {
+  origin where;
+  request req;
+  std::function<std::optional<std::string>(unsigned)> body;
+  std::function<void(request&, const attempt_context<std::chrono::steady_clock>&)> decorate;
+  std::function<std::optional<std::string>(const response&)> validate;
+  std::vector<classifier_extension> classifiers;
+  body_streaming streaming; ///< empty unless the caller takes bodies piece by piece
+  /// Idempotent by method, made repeatable by an Idempotency-Key, or neither.
+  repeat_safety safety = repeat_safety::unsafe;
+  /// Idempotent or keyed: may be sent again after an ambiguous failure.
+  bool repeatable() const noexcept { return safety != repeat_safety::unsafe; }
+};
+
+/// Builds the prepared request for the URL `parts`. Throws std::invalid_argument naming the
+/// problem: a target not beginning with '/', an
+/// idempotency key with CR or LF, or anything request_problem finds.
+prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
+                                 const std::string& user_agent);
+
+/// What would make the request something other than what it says, or more
+/// than one request: a method or header name that is not a token, a header
+/// value with CR, LF, NUL or another control character (a tab is allowed),
+/// a target with a space or control character, Content-Length together with
+/// Transfer-Encoding (RFC 9112 §6.1: the framing would be ambiguous).
+/// Checked on the prepared request and again on each decorated copy.
+std::optional<std::string> request_problem(const request& req);
+
+} // namespace coretry::http::detail
+
+#endif

@@ -1,0 +1,231 @@
+// The connection pool without sockets: fake connections, virtual time.
+
+#include "pool.hpp"
+
+#include <coretry/testing/manual_clock.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using coretry::testing::manual_clock;
+
+namespace {
+
+/// A connection that only remembers what was done to it.
+struct fake_connection {
+  fake_connection(int n, std::vector<int>& closed_log) : id(n), closed(&closed_log) {}
+  bool is_stale() {
+    ++stale_checks;
+    return stale;
+  }
+  void close() { closed->push_back(id); }
+
+  int id;
+  std::vector<int>* closed;
+  bool stale = false;
+  int stale_checks = 0;
+};
+
+using pool_type = coretry::http::detail::basic_connection_pool<fake_connection, manual_clock>;
+using lease_type = pool_type::lease;
+
+struct harness {
+  explicit harness(std::size_t max_per_origin = 2, coretry::duration idle_timeout = 30s)
+      : runner(io), pool(io.get_executor(), max_per_origin, idle_timeout, [this] { return runner.now(); }) {}
+
+  /// Leases from `origin` (which must succeed) and gives it a new connection
+  /// unless it got an idle one.
+  lease_type take(const std::string& origin) {
+    std::optional<lease_type> held = pool.try_lease(origin);
+    REQUIRE(held);
+    if (!held->get()) held->attach(std::make_unique<fake_connection>(next_id++, closed));
+    return std::move(*held);
+  }
+
+  /// Queues a waiter for `origin` that records `name` and its error.
+  void wait(const std::string& origin, int name, asio::cancellation_slot slot = {}) {
+    pool.async_wait_for_release(origin, asio::bind_cancellation_slot(slot, [this, name](boost::system::error_code ec) {
+                                  woken.push_back(name);
+                                  errors.push_back(ec);
+                                }));
+  }
+
+  asio::io_context io;
+  coretry::testing::manual_runner runner;
+  std::vector<int> closed;
+  int next_id = 1;
+  pool_type pool;
+  std::vector<int> woken;
+  std::vector<boost::system::error_code> errors;
+};
+
+} // namespace
+
+TEST_CASE("pool: the first lease is a permit to open one and a connection given back clean is leased again") {
+  harness h;
+  {
+    std::optional<lease_type> first = h.pool.try_lease("http://a:80");
+    REQUIRE(first);
+    CHECK(first->get() == nullptr); // nothing idle: a permit
+    CHECK(h.pool.stats().leased == 1);
+    first->attach(std::make_unique<fake_connection>(7, h.closed));
+    first->mark_reusable();
+  }
+  auto stats = h.pool.stats();
+  CHECK(stats.idle == 1);
+  CHECK(stats.leased == 0);
+  CHECK(stats.open == 1);
+
+  std::optional<lease_type> again = h.pool.try_lease("http://a:80");
+  REQUIRE(again);
+  REQUIRE(again->get());
+  CHECK(again->get()->id == 7);
+  CHECK(again->get()->stale_checks == 1); // looked at before reuse
+  CHECK(h.closed.empty());
+  CHECK(h.pool.stats().idle == 0);
+}
+
+TEST_CASE("pool: at the limit per origin, waiters are served in the order they came") {
+  harness h(2);
+  std::optional<lease_type> a(h.take("http://a:80"));
+  std::optional<lease_type> b(h.take("http://a:80"));
+  CHECK_FALSE(h.pool.try_lease("http://a:80"));
+  CHECK(h.pool.try_lease("http://other:80")); // another origin has its own limit
+
+  h.wait("http://a:80", 1);
+  h.wait("http://a:80", 2);
+  h.wait("http://a:80", 3);
+  h.runner.run_ready();
+  CHECK(h.woken.empty());
+  CHECK(h.pool.stats().waiting == 3);
+
+  a->mark_reusable();
+  a.reset();
+  h.runner.run_ready();
+  CHECK(h.woken == std::vector<int>{1});
+  CHECK(h.pool.stats().waiting == 2);
+  std::optional<lease_type> for_first = h.pool.try_lease("http://a:80");
+  REQUIRE(for_first);
+  REQUIRE(for_first->get());
+  CHECK(for_first->get()->id == 1); // the connection given back
+
+  b.reset(); // not reusable: closed, and its permit passes on
+  h.runner.run_ready();
+  CHECK(h.woken == std::vector<int>{1, 2});
+  CHECK(h.closed == std::vector<int>{2});
+  CHECK(h.pool.stats().waiting == 1);
+  for (const auto& ec : h.errors) CHECK_FALSE(ec);
+}
+
+TEST_CASE("pool: a waiter's cancellation takes it out of the queue, and the next is served") {
+  harness h(1);
+  std::optional<lease_type> held(h.take("http://a:80"));
+  asio::cancellation_signal first;
+  h.wait("http://a:80", 1, first.slot());
+  h.wait("http://a:80", 2);
+  h.runner.run_ready();
+  CHECK(h.pool.stats().waiting == 2);
+
+  first.emit(asio::cancellation_type::terminal);
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{1});
+  CHECK(h.errors[0] == asio::error::operation_aborted);
+  CHECK(h.pool.stats().waiting == 1);
+
+  held->mark_reusable();
+  held.reset();
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{1, 2});
+  CHECK_FALSE(h.errors[1]);
+  CHECK(h.pool.stats().waiting == 0);
+}
+
+TEST_CASE("pool: a connection idle for longer than the idle timeout is closed, not reused") {
+  harness h(2, 30s);
+  {
+    lease_type held = h.take("http://a:80");
+    held.mark_reusable();
+  }
+  h.runner.run_for(30s); // exactly the timeout: still usable
+  {
+    std::optional<lease_type> held = h.pool.try_lease("http://a:80");
+    REQUIRE(held);
+    REQUIRE(held->get());
+    CHECK(held->get()->id == 1);
+    held->mark_reusable();
+  }
+  h.runner.run_for(30s + 1ns);
+  std::optional<lease_type> late = h.pool.try_lease("http://a:80");
+  REQUIRE(late);
+  CHECK(late->get() == nullptr); // a permit: the idle one was too old
+  CHECK(h.closed == std::vector<int>{1});
+  CHECK(h.pool.stats().stale_discarded == 1);
+}
+
+TEST_CASE("pool: expired idle connections of origins no longer used are closed and forgotten") {
+  harness h(2, 30s);
+  {
+    lease_type held = h.take("http://once:80");
+    held.mark_reusable();
+  }
+  CHECK(h.pool.origins() == 1);
+  h.runner.run_for(31s);
+  {
+    lease_type other = h.take("http://b:80"); // its return sweeps
+    other.mark_reusable();
+  }
+  CHECK(h.closed == std::vector<int>{1});
+  CHECK(h.pool.origins() == 1); // only b is left
+  CHECK(h.pool.stats().idle == 1);
+}
+
+TEST_CASE("pool: a connection whose exchange did not end cleanly is closed, never pooled") {
+  harness h;
+  {
+    lease_type held = h.take("http://a:80");
+    (void)held; // not marked reusable
+  }
+  CHECK(h.closed == std::vector<int>{1});
+  CHECK(h.pool.stats().idle == 0);
+  CHECK(h.pool.stats().open == 0);
+
+  // One found closed by the server (or holding stray bytes) is closed too.
+  {
+    lease_type held = h.take("http://a:80");
+    held.get()->stale = true;
+    held.mark_reusable();
+  }
+  std::optional<lease_type> next = h.pool.try_lease("http://a:80");
+  REQUIRE(next);
+  CHECK(next->get() == nullptr);
+  CHECK(h.closed == std::vector<int>{1, 2});
+  CHECK(h.pool.stats().stale_discarded == 1);
+}
+
+TEST_CASE("pool: close_idle closes every idle connection and leaves the leased ones") {
+  harness h(4);
+  std::optional<lease_type> busy(h.take("http://a:80"));
+  {
+    lease_type one = h.take("http://a:80");
+    lease_type two = h.take("http://b:80");
+    one.mark_reusable();
+    two.mark_reusable();
+  }
+  CHECK(h.pool.stats().idle == 2);
+  h.pool.close_idle();
+  CHECK(h.pool.stats().idle == 0);
+  CHECK(h.pool.stats().leased == 1);
+  CHECK(h.closed.size() == 2);
+  CHECK(std::find(h.closed.begin(), h.closed.end(), 1) == h.closed.end()); // the leased one stays open
+}

@@ -99,14 +99,6 @@ std::uint64_t parse_size(std::string_view option, std::string_view text, std::ui
   return value * unit;
 }
 
-bool is_token(std::string_view text) {
-  constexpr std::string_view specials = "!#$%&'*+-.^_`|~";
-  return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) {
-    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           specials.find(c) != std::string_view::npos;
-  });
-}
-
 header_field parse_header(std::string_view text, std::size_t position) {
   const std::string which = "-H (header " + std::to_string(position) + ")";
   const auto colon = text.find(':');

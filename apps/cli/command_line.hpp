@@ -2,6 +2,7 @@
 #define CORETRY_CLI_COMMAND_LINE_HPP
 
 #include <coretry/http/redact.hpp>
+#include <coretry/http/syntax.hpp>
 #include <coretry/policy.hpp>
 
 #include <cstddef>
@@ -36,8 +37,8 @@ unsigned parse_count(std::string_view option, std::string_view text, unsigned mi
 /// k, M or G suffix (KiB, MiB, GiB), from 1 to `max` bytes.
 std::uint64_t parse_size(std::string_view option, std::string_view text, std::uint64_t max);
 
-/// RFC 9110 token characters: what a field name or a method may consist of.
-bool is_token(std::string_view text);
+/// What a field name or a method may consist of: the library's token check.
+using coretry::http::is_token;
 
 struct header_field {
   std::string name;

@@ -3,6 +3,7 @@
 #include "faults/imf_fixdate.hpp"
 
 #include <common/quoting.hpp>
+#include <coretry/http/syntax.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -21,12 +22,6 @@ constexpr std::uint64_t max_date_offset_seconds = 100ull * 366 * 24 * 3600;
 using coretry::common::quoted;
 
 constexpr bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
-
-// RFC 9110 tchar: what a field name may consist of.
-constexpr bool is_token_char(char c) {
-  if (is_ascii_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
-}
 
 // Only what would break the message's framing is refused, so tests can still
 // send values that are invalid in every other way.
@@ -115,7 +110,7 @@ void apply_option(response_plan& plan, const std::string& name, const std::optio
     const auto colon = text.find(':');
     if (colon == std::string::npos) throw script_error("header must be NAME:VALUE, got " + quoted(text));
     const std::string_view field_name = std::string_view{text}.substr(0, colon);
-    if (field_name.empty() || !std::all_of(field_name.begin(), field_name.end(), is_token_char))
+    if (!coretry::http::is_token(field_name))
       throw script_error("header name " + quoted(field_name) + " is not a valid field name");
     const std::string_view field_value = trim_optional_whitespace(std::string_view{text}.substr(colon + 1));
     check_field_value(field_value, name);
@@ -198,26 +193,9 @@ response_plan parse_step(std::string_view step, std::chrono::system_clock::time_
 bool status_has_body(unsigned status) { return status >= 200 && status != 204 && status != 304; }
 
 std::string percent_decode(std::string_view text) {
-  const auto hex_value = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string decoded;
-  decoded.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      decoded += text[i];
-      continue;
-    }
-    const int high = i + 1 < text.size() ? hex_value(text[i + 1]) : -1;
-    const int low = i + 2 < text.size() ? hex_value(text[i + 2]) : -1;
-    if (high < 0 || low < 0) throw script_error("malformed percent-encoding in " + quoted(text));
-    decoded += static_cast<char>(high * 16 + low);
-    i += 2;
-  }
-  return decoded;
+  auto decoded = coretry::http::percent_decoded(text);
+  if (!decoded) throw script_error("malformed percent-encoding in " + quoted(text));
+  return std::move(*decoded);
 }
 
 response_plan parse_status_script(std::string_view code, std::string_view query,

@@ -35,7 +35,7 @@ struct attempt_op_traits;
 /// tell: deferred operations (`x.async_y(..., asio::deferred)`) and deferred
 /// sequences (`op(asio::deferred) | asio::deferred(...)`).
 template <class Op>
-  requires std::is_invocable_v<Op, boost::asio::detail::completion_signature_probe>
+  requires boost::asio::is_async_operation<Op>::value
 struct attempt_op_traits<Op> {
   using signature = typename boost::asio::completion_signature_of<Op>::type;
 };

@@ -1,6 +1,7 @@
 #include "prepare.hpp"
 
 #include <coretry/http/idempotency.hpp>
+#include <coretry/http/syntax.hpp>
 
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
@@ -30,15 +31,6 @@ std::string base64(std::string_view bytes) {
     for (std::size_t k = 0; k < 4; ++k) out += k <= n ? alphabet[(group >> (18 - 6 * k)) & 0x3f] : '=';
   }
   return out;
-}
-
-/// RFC 9110 §5.6.2: a token, as method and field names must be.
-bool is_token(std::string_view text) {
-  static constexpr std::string_view specials = "!#$%&'*+-.^_`|~";
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           specials.find(c) != std::string_view::npos;
-  });
 }
 
 /// Text safe to quote in an error message: control and non-ASCII bytes as \xNN.

@@ -1,4 +1,5 @@
 #include <coretry/http/url.hpp>
+#include <coretry/http/syntax.hpp>
 
 #include <coretry/http/redact.hpp>
 
@@ -14,32 +15,6 @@ namespace coretry::http {
 namespace {
 
 std::string refused(std::string_view url, const std::string& problem) { return problem + ": " + redact_url(url); }
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/// Percent-decodes `text`; nullopt for a malformed escape.
-std::optional<std::string> percent_decoded(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int high = hex_value(text[i + 1]);
-    const int low = hex_value(text[i + 2]);
-    if (high < 0 || low < 0) return std::nullopt;
-    out += static_cast<char>(high * 16 + low);
-    i += 2;
-  }
-  return out;
-}
 
 /// A DNS name (letters, digits, '-', '_', dots between non-empty labels of
 /// at most 63 characters, 253 in all, one final dot allowed) or an IPv4

@@ -1,0 +1,21 @@
+#ifndef CORETRY_HTTP_SYNTAX_HPP
+#define CORETRY_HTTP_SYNTAX_HPP
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace coretry::http {
+
+/// Whether `text` is an HTTP token (RFC 9110 §5.6.2): one or more letters,
+/// digits or any of ``!#$%&'*+-.^_`|~``. Method and field names must be.
+bool is_token(std::string_view text);
+
+/// `text` with every `%XY` escape (two hexadecimal digits) replaced by the
+/// byte it stands for; nullopt when an escape is cut short or not
+/// hexadecimal. Other bytes, `+` included, are kept as they are.
+std::optional<std::string> percent_decoded(std::string_view text);
+
+} // namespace coretry::http
+
+#endif

@@ -32,8 +32,9 @@ namespace coretry {
 ///   awaitable becomes its code), or `coretry::attempt_error::timed_out`
 ///   when the deadline expired before the operation completed, whatever
 ///   the operation then reported.
-/// - `value`: the operation's result when it produced one (engaged unless
-///   it threw), kept even after a timeout so that a caller may inspect
+/// - `value`: the operation's result when it produced one (an awaitable
+///   that threw a `system_error` leaves a default-constructed value), kept
+///   even after a timeout so that a caller may inspect
 ///   what the operation had when it was cut off.
 template <class T>
 using deadline_outcome = detail::attempt_completion<T>;
@@ -84,9 +85,10 @@ struct deadline_handler {
 ///                `coretry::testing::manual_timer` for virtual time). The
 ///                timer is made and owned here: callers name a type, never
 ///                hand over a timer object.
-/// @param ex       The I/O executor the timer is made on, the operation
-///                started on, and the handler's executor when it has none
-///                of its own.
+/// @param ex       The I/O executor the timer is made on, and the handler's
+///                executor when it has none of its own. The operation is
+///                started on the handler's executor (an awaitable is
+///                spawned there).
 /// @param deadline The instant, on `Timer`'s clock, at which the operation
 ///                is cut off. An instant already past cuts it off as soon as
 ///                it has been started (it is still started). Use

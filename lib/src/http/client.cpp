@@ -55,7 +55,14 @@ struct client_state {
       // failure on every attempt later) and loading the trust stores is not
       // charged to the first request's deadline.
       if (auto problem = ca_file_problem(options.ca_file)) throw std::invalid_argument("coretry::http: " + *problem);
-      tls.get();
+      try {
+        tls.get();
+      } catch (const boost::system::system_error& e) {
+        // The file changed between the check and the load, or the system's
+        // trust stores failed: still bad input, not an internal error.
+        throw std::invalid_argument("coretry::http: the TLS context could not be made from ca_file " +
+                                    options.ca_file + ": " + e.code().message());
+      }
     }
   }
 

@@ -2,7 +2,7 @@
 #define CORETRY_SRC_HTTP_POOL_HPP
 
 // The client's connection pool: per origin, idle connections for reuse, a
-// bound on connections (leased plus idle), attempts waiting in order for one
+// bound on connections (leased plus idle), attempts waiting (woken in order) for one
 // to be given back, and the closing of connections idle for too long.
 // Generic over the connection (anything with is_stale() and close()) and the
 // clock, so that it can be driven without sockets and on virtual time.
@@ -115,7 +115,9 @@ public:
   }
 
   /// Waits until a connection of `key` is given back (then try_lease again).
-  /// Waiters are served in the order they came. Completion: void(error_code),
+  /// Waiters are woken in the order they came; a woken waiter then competes
+  /// with new callers of try_lease for the freed place (no place is held
+  /// for it). Completion: void(error_code),
   /// posted to the pool's executor; operation_aborted when the waiter's own
   /// cancellation (of any type) came first.
   template <class Token>

@@ -90,7 +90,7 @@ elseif(MODE STREQUAL "components")
   # An unknown component is refused, and named.
   file(REMOVE_RECURSE "${WORK_DIR}/build")
   execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/components" -B "${WORK_DIR}/build" -G Ninja
-                          "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DASK=testing\;tracing"
+                          "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DASK=testing;tracing"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0 OR NOT err MATCHES "coretry has no component \"tracing\"")
     message(FATAL_ERROR "find_package(coretry COMPONENTS tracing) was not refused by name (${rc}):\n${out}\n${err}")

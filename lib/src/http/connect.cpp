@@ -15,6 +15,8 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <cerrno>
 #include <charconv>
@@ -68,6 +70,27 @@ void connection::close() {
   socket().close(ignored);
 }
 
+namespace {
+
+/// OpenSSL 3.0 works out a certificate's extensions (key identifiers, CA
+/// flag, purposes) the first time a verification needs them and stores them
+/// in the certificate. A trusted certificate is shared by every handshake on
+/// the context, so the first handshakes on several threads at once would
+/// race to store them (ThreadSanitizer sees one thread writing a key
+/// identifier while another compares it). Working them out here, once,
+/// before the context is shared, leaves handshakes only reading them.
+/// Certificates OpenSSL loads later from a hashed directory are not covered.
+void settle_trusted_certificates(ssl::context& context) {
+  X509_STORE* store = SSL_CTX_get_cert_store(context.native_handle());
+  if (store == nullptr) return;
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
+  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i)
+    if (X509* certificate = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i)))
+      X509_check_purpose(certificate, -1, 0);
+}
+
+} // namespace
+
 ssl::context& tls_context::get() {
   std::call_once(made_, [this] {
     ssl::context context(ssl::context::tls_client);
@@ -75,6 +98,7 @@ ssl::context& tls_context::get() {
     context.set_default_verify_paths();
     if (!ca_file_.empty()) context.load_verify_file(ca_file_);
     context.set_verify_mode(verify_peer_ ? ssl::verify_peer : ssl::verify_none);
+    settle_trusted_certificates(context);
     context_.emplace(std::move(context));
   });
   return *context_;

@@ -19,6 +19,7 @@ struct gate_decision {
     wait,  ///< sleep until `at` (holding nothing), then ask again with this decision
     deny,  ///< do not retry: the dependency is unhealthy
   };
+  /// Which answer.
   action what = action::admit;
   /// wait: the instant to ask again at (the operation's reserved slot), on
   /// the clock the gate's callers share, as time since that clock's epoch.
@@ -180,11 +181,15 @@ public:
   /// The model's options.
   using options = gate_model::options;
 
+  /// A gate with the default options.
   local_gate() : local_gate(options{}) {}
   /// Throws std::invalid_argument naming the bad option.
   explicit local_gate(const options& opts) : model_(opts) {}
 
+  /// See retry_gate::record. Lock-free while the gate is open and the result
+  /// cannot close it.
   void record(attempt_status result, duration now) noexcept override;
+  /// See retry_gate::ask. Lock-free while the gate is open and healthy.
   gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept override;
 
   /// Whether every retry is admitted now, for metrics.

@@ -162,9 +162,56 @@ TEST_CASE("gate engine: an operation never waits for a slot past its last useful
   }
   // Each stops when it asks (10 ms after its failed attempt), never later.
   CHECK(t.completed_at == std::vector<coretry::duration>{40ms, 140ms, 240ms, 20ms});
+  // A slot too late for its retry was never reserved: the next is still 320 ms.
+  const coretry::gate_decision next = t.gate.ask(250ms, coretry::duration::max(), nullptr);
+  CHECK(next.what == coretry::gate_decision::action::wait);
+  CHECK(next.at == 320ms);
   CHECK(coretry::to_string(stop_reason::dependency_unhealthy) == "dependency_unhealthy");
   CHECK(coretry::make_error_code(stop_reason::dependency_unhealthy).message().find("unhealthy") !=
         std::string::npos);
+}
+
+namespace {
+
+/// Another implementation of the interface: answers every question with `answer`
+/// (a wait is `wait_for` from the question's instant) and counts the results.
+struct fixed_gate final : coretry::retry_gate {
+  coretry::gate_decision::action answer;
+  coretry::duration wait_for{};
+  int results = 0;
+  std::vector<coretry::duration> asked_at;
+  void record(coretry::attempt_status, coretry::duration) noexcept override { ++results; }
+  coretry::gate_decision ask(coretry::duration now, coretry::duration, const coretry::gate_decision*) noexcept override {
+    asked_at.push_back(now);
+    if (answer == coretry::gate_decision::action::wait) return coretry::gate_decision::wait_until(now + wait_for, 1);
+    return answer == coretry::gate_decision::action::deny ? coretry::gate_decision::deny()
+                                                          : coretry::gate_decision::admit();
+  }
+};
+
+} // namespace
+
+TEST_CASE("gate engine: any gate's deny, or a wait past the last useful instant, stops the operation") {
+  for (auto [answer, wait_for] : {std::pair{coretry::gate_decision::action::deny, coretry::duration::zero()},
+                                  std::pair{coretry::gate_decision::action::wait, coretry::duration(1s)}}) {
+    CAPTURE(static_cast<int>(answer));
+    gated_run t;
+    fixed_gate gate;
+    gate.answer = answer;
+    gate.wait_for = wait_for;
+    t.options.gate = &gate;
+    recovering_dependency dependency{10s};
+    coretry::policy p = gated_policy();
+    p.overall_deadline = 400ms;
+    t.start(p, dependency.factory());
+    t.runner.run();
+    // Asked at 20 ms; 1020 ms is past the last useful start (245 ms): no sleep.
+    CHECK(t.results[0]->reason == stop_reason::dependency_unhealthy);
+    CHECK(t.completed_at[0] == 20ms);
+    CHECK(gate.asked_at == std::vector<coretry::duration>{20ms});
+    CHECK(gate.results == 1);
+    CHECK(dependency.calls == 1);
+  }
 }
 
 TEST_CASE("gate engine: a held retry takes no budget token; the bucket still stops retries") {

@@ -94,6 +94,7 @@ TEST_CASE("counters, histogram, stops and budget render as Prometheus text") {
   CHECK(s.at("coretry_stops_total{" + r + R"(,reason="attempts_exhausted"})") == 1);
   CHECK(s.at("coretry_stops_total{" + r + R"(,reason="cancelled"})") == 1);
   CHECK(s.at("coretry_stops_total{" + r + R"(,reason="budget_exhausted"})") == 0);
+  CHECK(s.at("coretry_stops_total{" + r + R"(,reason="dependency_unhealthy"})") == 0);
   CHECK(s.at(R"(coretry_budget_tokens{dependency="pricing"})") == 18);
   CHECK(s.at(R"(coretry_budget_capacity{dependency="pricing"})") == 20);
   // An unknown operation name never becomes a label value of its own.

@@ -8,7 +8,8 @@
 namespace coretry::http {
 
 /// Whether `text` is an HTTP token (RFC 9110 §5.6.2): one or more letters,
-/// digits or any of ``!#$%&'*+-.^_`|~``. Method and field names must be.
+/// digits or any of `!` `#` `$` `%` `&` `'` `*` `+` `-` `.` `^` `_` `|` `~`
+/// and the backquote. Method and field names must be.
 bool is_token(std::string_view text);
 
 /// `text` with every `%XY` escape (two hexadecimal digits) replaced by the

@@ -167,6 +167,9 @@ TEST_CASE("gate engine: an operation never waits for a slot past its last useful
   CHECK(next.what == coretry::gate_decision::action::wait);
   CHECK(next.at == 320ms);
   CHECK(coretry::to_string(stop_reason::dependency_unhealthy) == "dependency_unhealthy");
+  CHECK(coretry::to_string(wait_source::gate) == "gate");
+  // For an outer retrying layer, an inner unhealthy stop is transient, as a budget's is.
+  CHECK(coretry::classify_outcome(stop_reason::dependency_unhealthy).status == coretry::attempt_status::transient);
   CHECK(coretry::make_error_code(stop_reason::dependency_unhealthy).message().find("unhealthy") !=
         std::string::npos);
 }

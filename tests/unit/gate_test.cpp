@@ -244,9 +244,11 @@ TEST_CASE("gate model: bad options are refused by name") {
 }
 
 TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots stay distinct") {
-  // Four threads on one shared virtual clock: a total outage, then recovery.
+  // Four threads on interleaved virtual time (thread t at (4i + t) x 100 us,
+  // no shared clock: the gate's own synchronisation is all there is between
+  // them): a total outage, then recovery.
   coretry::local_gate gate(small());
-  std::atomic<std::int64_t> clock_us{0};
+  auto at = [](int i, int t) { return duration(std::chrono::microseconds((4 * i + t) * 100)); };
   constexpr int threads = 4;
   std::vector<std::vector<duration>> slots(threads);
   std::vector<std::thread> workers;
@@ -257,7 +259,7 @@ TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots sta
       while (ready.load() < threads) std::this_thread::yield();
       std::optional<gate_decision> held;
       for (int i = 0; i < 5000; ++i) {
-        const duration now = std::chrono::microseconds(clock_us.fetch_add(100));
+        const duration now = at(i, t);
         if (held && now < held->at) continue; // still asleep
         gate.record(attempt_status::transient, now);
         const gate_decision d = gate.ask(now, never, held ? &*held : nullptr);
@@ -279,9 +281,9 @@ TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots sta
   // The dependency recovers: successes from every thread open the gate again.
   workers.clear();
   for (int t = 0; t < threads; ++t)
-    workers.emplace_back([&] {
+    workers.emplace_back([&, t] {
       for (int i = 0; i < 2000; ++i) {
-        const duration now = std::chrono::microseconds(clock_us.fetch_add(100));
+        const duration now = 2s + at(i, t);
         gate.record(attempt_status::success, now);
         (void)gate.ask(now, never, nullptr);
       }

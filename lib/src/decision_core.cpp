@@ -10,7 +10,6 @@ using detail::saturating_add;
 
 namespace {
 
-
 duration draw_up_to(random_source& random, duration max_inclusive) {
   if (max_inclusive <= duration::zero()) return duration::zero();
   return duration(static_cast<duration::rep>(random.uniform(static_cast<std::uint64_t>(max_inclusive.count()))));

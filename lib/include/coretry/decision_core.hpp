@@ -57,7 +57,8 @@ public:
   /// epoch of the clock shared by the gate's callers); unused without a gate.
   decision begin(duration origin = duration::zero());
   /// An attempt finished `elapsed` after the start, classified as `v`;
-  /// `safety` says whether the operation as a whole may be repeated. Stops
+  /// `safety` says whether the operation as a whole may be repeated. Tells
+  /// the gate the attempt's result (every attempt, the first included). Stops
   /// with budget_exhausted, rather than sleeping, when the budget has no
   /// token for the retry now.
   decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety);

@@ -184,7 +184,8 @@ struct fixed_gate final : coretry::retry_gate {
   int results = 0;
   std::vector<coretry::duration> asked_at;
   void record(coretry::attempt_status, coretry::duration) noexcept override { ++results; }
-  coretry::gate_decision ask(coretry::duration now, coretry::duration, const coretry::gate_decision*) noexcept override {
+  coretry::gate_decision ask(coretry::duration now, coretry::duration,
+                             const coretry::gate_decision*) noexcept override {
     asked_at.push_back(now);
     if (answer == coretry::gate_decision::action::wait) return coretry::gate_decision::wait_until(now + wait_for, 1);
     return answer == coretry::gate_decision::action::deny ? coretry::gate_decision::deny()

@@ -90,9 +90,10 @@ public:
 /// window starts empty).
 class gate_model {
 public:
-  /// The model's parameters. Defaults: a 10 s window judged from 100 results, K = 2 with p above 0.2, one probe per
-  /// 100 ms, 4 successes per doubling, 6 doublings (down to one slot per
-  /// 1.5625 ms) before the gate opens, waits of at most 10 s.
+  /// The model's parameters. Defaults: a 10 s window judged from 100
+  /// results, K = 2 with p above 0.2, one probe per 100 ms, 4 successes per
+  /// doubling, 6 doublings (down to one slot per 1.5625 ms) before the gate
+  /// opens, waits of at most 10 s.
   struct options {
     /// Span of the health window (kept in 10 buckets of window / 10 each).
     duration window = std::chrono::seconds(10);

@@ -218,7 +218,7 @@ TEST_CASE("gate engine: any gate's deny, or a wait past the last useful instant,
   }
 }
 
-TEST_CASE("gate engine: a held retry takes no budget token; the bucket still stops retries") {
+TEST_CASE("gate engine: a held retry takes no budget token, and the bucket still stops retries") {
   gated_run t;
   coretry::token_bucket_budget budget({.capacity = 2, .tokens_per_initial_request = 0});
   t.options.budget = &budget;

@@ -18,6 +18,7 @@ inline constexpr int server_delay_too_long = 13;
 inline constexpr int budget_exhausted = 14;
 inline constexpr int cancelled = 15;
 inline constexpr int outcome_unknown = 16;
+inline constexpr int dependency_unhealthy = 17;
 
 constexpr int for_stop(stop_reason reason) noexcept {
   switch (reason) {
@@ -29,6 +30,7 @@ constexpr int for_stop(stop_reason reason) noexcept {
   case stop_reason::budget_exhausted: return budget_exhausted;
   case stop_reason::cancelled: return cancelled;
   case stop_reason::outcome_unknown: return outcome_unknown;
+  case stop_reason::dependency_unhealthy: return dependency_unhealthy;
   }
   return failure;
 }

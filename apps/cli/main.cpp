@@ -115,6 +115,8 @@ EXIT STATUS
   15   cancelled: interrupted by SIGINT or SIGTERM
   16   outcome_unknown: a request that is not safe to repeat timed out after it was
        sent; it may have taken effect, so it was not repeated
+  17   dependency_unhealthy: a retry gate found the server unhealthy (never from one
+       coretry call: the gate is shared by many operations in a long-lived process)
 
 EXAMPLES
   coretry fetch https://api.example.com/books/42

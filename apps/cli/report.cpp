@@ -76,7 +76,9 @@ void timeline::attempt_finished(const attempt_finished_event& e) noexcept {
 
 void timeline::backoff_scheduled(const backoff_event& e) noexcept {
   try {
-    const std::string source = e.source == wait_source::server ? "the server's Retry-After" : "local backoff";
+    const std::string source = e.source == wait_source::server ? "the server's Retry-After"
+                               : e.source == wait_source::gate ? "the retry gate's slot"
+                                                               : "local backoff";
     line(e.at, "waiting " + describe_duration(e.wait) + " before attempt " + std::to_string(e.next_attempt) + " (" +
                    source + ")");
   } catch (...) {

@@ -30,6 +30,7 @@ verdict classify_outcome(stop_reason inner) noexcept {
   case stop_reason::server_delay_too_long: return verdict::transient("inner_server_delay_too_long");
   case stop_reason::budget_exhausted: return verdict::transient("inner_budget_exhausted");
   case stop_reason::outcome_unknown: return verdict::transient("inner_outcome_unknown");
+  case stop_reason::dependency_unhealthy: return verdict::transient("inner_dependency_unhealthy");
   case stop_reason::rejected: return verdict::permanent("inner_rejected");
   case stop_reason::cancelled: return verdict::permanent("inner_cancelled", delivery::unknown);
   }

@@ -5,12 +5,10 @@
 #include <stdexcept>
 
 namespace coretry {
-namespace {
 
-constexpr duration saturating_add(duration a, duration b) noexcept {
-  // Both operands are non-negative here.
-  return a > duration::max() - b ? duration::max() : a + b;
-}
+using detail::saturating_add;
+
+namespace {
 
 duration draw_up_to(random_source& random, duration max_inclusive) {
   if (max_inclusive <= duration::zero()) return duration::zero();
@@ -24,6 +22,7 @@ std::string_view to_string(wait_source source) noexcept {
   case wait_source::none: return "none";
   case wait_source::local: return "local";
   case wait_source::server: return "server";
+  case wait_source::gate: return "gate";
   }
   return "invalid";
 }
@@ -36,8 +35,9 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
   return duration(static_cast<duration::rep>(std::llround(window)));
 }
 
-decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget)
-    : policy_(p), random_(&random), budget_(budget) {
+decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget,
+                             retry_gate* gate)
+    : policy_(p), random_(&random), budget_(budget), gate_(gate) {
   if (auto problem = policy_.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
 }
 
@@ -80,7 +80,8 @@ decision decision_core::start_if_useful(duration elapsed) {
   return decision::start_attempt(allowance);
 }
 
-decision decision_core::begin() {
+decision decision_core::begin(duration origin) {
+  origin_ = origin;
   decision d = start_if_useful(duration::zero());
   if (d.what == decision::action::start_attempt) {
     ++attempts_;
@@ -90,6 +91,7 @@ decision decision_core::begin() {
 }
 
 decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
+  if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
   decision d = plan_after_attempt(elapsed, v, safety);
   // A retry the budget would refuse now is not slept for: the operation stops
   // at once. The token itself is taken after the sleep (sleep_finished).
@@ -149,11 +151,42 @@ decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, r
 decision decision_core::sleep_finished(duration elapsed) {
   decision d = start_if_useful(elapsed);
   if (d.what != decision::action::start_attempt) return d;
+  if (gate_)
+    if (std::optional<decision> held = hold_at_gate(elapsed)) return *held;
   // The token is taken immediately before the retry is sent, after the
   // deadline check, so a retry that will not happen costs no token.
   if (budget_ && !budget_->try_acquire_retry()) return decision::stop(stop_reason::budget_exhausted);
   ++attempts_;
   return d;
+}
+
+std::optional<decision> decision_core::hold_at_gate(duration elapsed) {
+  const duration now = saturating_add(origin_, elapsed);
+  // The last instant a wait may end at: as for a planned backoff, timer_slack
+  // before the last one at which an attempt still gets its minimum
+  // allowance. An attempt now is useful (start_if_useful said so) even if
+  // the slack is already eaten into.
+  duration latest = duration::max();
+  if (policy_.overall_deadline != duration::max()) {
+    const duration last_start = policy_.overall_deadline - policy_.completion_reserve -
+                                policy_.min_attempt_allowance - policy_.timer_slack;
+    latest = std::max(now, saturating_add(origin_, std::max(last_start, duration::zero())));
+  }
+  const gate_decision answer = gate_->ask(now, latest, held_ ? &*held_ : nullptr);
+  switch (answer.what) {
+  case gate_decision::action::admit: held_.reset(); return std::nullopt;
+  case gate_decision::action::wait:
+    if (answer.at <= now) { // a slot already due is an admission
+      held_.reset();
+      return std::nullopt;
+    }
+    if (answer.at > latest) break;
+    held_ = answer;
+    return decision::sleep(answer.at - now, wait_source::gate);
+  case gate_decision::action::deny: break;
+  }
+  held_.reset();
+  return decision::stop(stop_reason::dependency_unhealthy);
 }
 
 } // namespace coretry

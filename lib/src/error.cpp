@@ -38,6 +38,8 @@ public:
       return "cancelled by the caller";
     case static_cast<int>(stop_reason::outcome_unknown):
       return "outcome unknown: a non-idempotent attempt may have taken effect";
+    case static_cast<int>(stop_reason::dependency_unhealthy):
+      return "dependency unhealthy: the retry gate had no slot for the retry in time";
     case static_cast<int>(attempt_error::timed_out):
       return "attempt timed out";
     default: return "unknown coretry error " + std::to_string(value);
@@ -62,6 +64,7 @@ std::string_view to_string(stop_reason reason) noexcept {
   case stop_reason::budget_exhausted: return "budget_exhausted";
   case stop_reason::cancelled: return "cancelled";
   case stop_reason::outcome_unknown: return "outcome_unknown";
+  case stop_reason::dependency_unhealthy: return "dependency_unhealthy";
   }
   return "invalid";
 }

@@ -142,6 +142,10 @@ void prometheus_observer::watch_budget(std::string dependency, const token_bucke
   budgets_.push_back({std::move(dependency), &budget});
 }
 
+void prometheus_observer::watch_gate(std::string dependency, const local_gate& gate) {
+  gates_.push_back({std::move(dependency), &gate});
+}
+
 prometheus_observer::route_counters& prometheus_observer::find(std::string_view route) noexcept {
   // Few routes: a linear scan beats hashing and needs no lock.
   for (std::size_t i = 0; i + 1 < routes_.size(); ++i)
@@ -243,6 +247,12 @@ void prometheus_observer::write(std::string& out) const {
     for (const auto& b : budgets_) sample("_budget_tokens", {{"dependency", b.dependency}}, b.budget->tokens());
     header("_budget_capacity", "gauge", "Capacity of the dependency's retry budget.");
     for (const auto& b : budgets_) sample("_budget_capacity", {{"dependency", b.dependency}}, b.budget->capacity());
+  }
+  if (!gates_.empty()) {
+    header("_gate_open", "gauge", "1 while the dependency's retry gate admits every retry, 0 while it holds them.");
+    for (const auto& g : gates_) sample("_gate_open", {{"dependency", g.dependency}}, g.gate->is_open() ? 1 : 0);
+    header("_gate_level", "gauge", "Slow-start level of the dependency's retry gate while it holds retries.");
+    for (const auto& g : gates_) sample("_gate_level", {{"dependency", g.dependency}}, g.gate->level());
   }
 }
 

@@ -94,6 +94,7 @@ TEST_CASE("counters, histogram, stops and budget render as Prometheus text") {
   CHECK(s.at("coretry_stops_total{" + r + R"(,reason="attempts_exhausted"})") == 1);
   CHECK(s.at("coretry_stops_total{" + r + R"(,reason="cancelled"})") == 1);
   CHECK(s.at("coretry_stops_total{" + r + R"(,reason="budget_exhausted"})") == 0);
+  CHECK(s.at("coretry_stops_total{" + r + R"(,reason="dependency_unhealthy"})") == 0);
   CHECK(s.at(R"(coretry_budget_tokens{dependency="pricing"})") == 18);
   CHECK(s.at(R"(coretry_budget_capacity{dependency="pricing"})") == 20);
   // An unknown operation name never becomes a label value of its own.
@@ -102,6 +103,22 @@ TEST_CASE("counters, histogram, stops and budget render as Prometheus text") {
   CHECK(text.find("# TYPE coretry_attempts_per_operation histogram\n") != std::string::npos);
   CHECK(text.find("# TYPE coretry_budget_tokens gauge\n") != std::string::npos);
   CHECK(text.find("coretry_successes_total{route=\"/books/{id}\"} 2\n") != std::string::npos);
+}
+
+TEST_CASE("a watched retry gate renders as open and level gauges") {
+  prometheus_observer o{{"r"}};
+  coretry::local_gate gate({.min_requests = 10, .step_successes = 1});
+  o.watch_gate("pricing", gate);
+  auto s = parse_samples(o.text());
+  CHECK(s.at(R"(coretry_gate_open{dependency="pricing"})") == 1);
+  CHECK(s.at(R"(coretry_gate_level{dependency="pricing"})") == 0);
+  for (int i = 0; i < 10; ++i) gate.record(coretry::attempt_status::transient, 0ms);
+  gate.record(coretry::attempt_status::success, 1ms); // a step up of the slow start
+  const std::string text = o.text();
+  s = parse_samples(text);
+  CHECK(s.at(R"(coretry_gate_open{dependency="pricing"})") == 0);
+  CHECK(s.at(R"(coretry_gate_level{dependency="pricing"})") == 1);
+  CHECK(text.find("# TYPE coretry_gate_open gauge\n") != std::string::npos);
 }
 
 TEST_CASE("failure categories are bounded per route") {

@@ -5,6 +5,7 @@
 #include <coretry/budget.hpp>
 #include <coretry/classify.hpp>
 #include <coretry/decision_core.hpp>
+#include <coretry/gate.hpp>
 #include <coretry/observer.hpp>
 #include <coretry/outcome.hpp>
 #include <coretry/policy.hpp>
@@ -29,6 +30,10 @@ struct retry_options {
   repeat_safety safety = repeat_safety::unsafe;
   /// Shared retry budget (thread-safe); null means retries are bounded by the policy alone.
   retry_budget* budget = nullptr;
+  /// Shared retry gate (thread-safe), told every attempt's result and asked
+  /// before every retry; null means none. All operations sharing one gate
+  /// must use one timer clock: the gate compares their instants.
+  retry_gate* gate = nullptr;
   /// Receives the operation's events; null means none.
   retry_observer* observer = nullptr;
   /// Jitter draws; null means the process-wide independent_random.

@@ -8,6 +8,7 @@
 #include <coretry/budget.hpp>
 #include <coretry/classify.hpp>
 #include <coretry/decision_core.hpp>
+#include <coretry/gate.hpp>
 #include <coretry/observer.hpp>
 #include <coretry/outcome.hpp>
 #include <coretry/policy.hpp>

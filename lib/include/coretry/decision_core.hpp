@@ -2,11 +2,14 @@
 #define CORETRY_DECISION_CORE_HPP
 
 #include <coretry/budget.hpp>
+#include <coretry/gate.hpp>
 #include <coretry/policy.hpp>
 #include <coretry/random.hpp>
 #include <coretry/stop_reason.hpp>
 #include <coretry/verdict.hpp>
 #include <coretry/wait_source.hpp>
+
+#include <optional>
 
 namespace coretry {
 
@@ -35,7 +38,10 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 /// The pure decision core of one logical operation: no I/O, no clock reads,
 /// no global randomness. Time is an input (elapsed since the operation
 /// started, on whatever monotonic clock the caller uses), randomness comes from
-/// the injected source, the budget is the injected shared one.
+/// the injected source, the budget and the gate are the injected shared ones.
+/// The gate is told every attempt's result and asked before every retry,
+/// with instants `origin + elapsed` (origin: the operation's start on the
+/// clock the gate's callers share, given to begin()).
 ///
 /// Protocol: begin() once; after an attempt, attempt_finished(); after a
 /// sleep, sleep_finished(). Every call answers the next step. Once a stop is
@@ -43,16 +49,24 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 class decision_core {
 public:
   /// Throws std::invalid_argument naming the problem when `p` does not validate.
-  decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr);
+  decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr,
+                retry_gate* gate = nullptr);
 
   /// The first attempt (records the initial request in the budget).
-  decision begin();
+  /// `origin` is the operation's start as the gate sees time (time since the
+  /// epoch of the clock shared by the gate's callers); unused without a gate.
+  decision begin(duration origin = duration::zero());
   /// An attempt finished `elapsed` after the start, classified as `v`;
-  /// `safety` says whether the operation as a whole may be repeated. Stops
+  /// `safety` says whether the operation as a whole may be repeated. Tells
+  /// the gate the attempt's result (every attempt, the first included). Stops
   /// with budget_exhausted, rather than sleeping, when the budget has no
   /// token for the retry now.
   decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety);
-  /// A sleep finished: re-checks the remaining time and takes a budget token.
+  /// A sleep finished: re-checks the remaining time, asks the gate, and takes
+  /// a budget token. The gate's wait_until(T) becomes a sleep until T
+  /// (wait_source::gate), after which this is called again; its deny, or a T
+  /// after the last instant at which an attempt could still get the minimum
+  /// allowance (less timer_slack), stops with dependency_unhealthy.
   decision sleep_finished(duration elapsed);
 
   /// Attempts started so far.
@@ -66,10 +80,16 @@ private:
   /// reserve, saturating (duration::max() when there is no overall deadline).
   duration usable_after(duration elapsed) const noexcept;
   decision start_if_useful(duration elapsed);
+  /// The gate's answer for a retry at `elapsed`: start (nothing to do), a
+  /// sleep until the reserved slot, or a stop.
+  std::optional<decision> hold_at_gate(duration elapsed);
 
   coretry::policy policy_;
   random_source* random_;
   retry_budget* budget_;
+  retry_gate* gate_;
+  duration origin_{};
+  std::optional<gate_decision> held_; // the gate's last wait, presented when asking again
   unsigned attempts_ = 0;
   duration previous_wait_{}; // decorrelated jitter draws from it
 };

@@ -12,6 +12,13 @@ namespace coretry {
 /// std::chrono duration that converts without loss (ms, s, ...).
 using duration = std::chrono::nanoseconds;
 
+namespace detail {
+/// a + b for non-negative `b`, saturating at duration::max().
+constexpr duration saturating_add(duration a, duration b) noexcept {
+  return a > duration::max() - b ? duration::max() : a + b;
+}
+} // namespace detail
+
 /// How a wait is drawn from the current backoff window.
 enum class jitter_kind {
   none,         ///< wait the whole window

@@ -2,6 +2,7 @@
 #define CORETRY_PROMETHEUS_HPP
 
 #include <coretry/budget.hpp>
+#include <coretry/gate.hpp>
 #include <coretry/observer.hpp>
 
 #include <array>
@@ -80,6 +81,8 @@ private:
 ///   coretry_stops_total{route,reason}          every reason, zeros included
 ///   coretry_budget_tokens{dependency}          gauge, per watched budget
 ///   coretry_budget_capacity{dependency}        gauge
+///   coretry_gate_open{dependency}              gauge, per watched gate: 1 open, 0 holding retries
+///   coretry_gate_level{dependency}             gauge: the slow-start level while holding retries
 class prometheus_observer final : public retry_observer {
 public:
   static constexpr std::size_t max_categories_per_route = 16;
@@ -96,6 +99,10 @@ public:
   /// before the observer is shared (not thread-safe); the budget must outlive
   /// the observer's renderings.
   void watch_budget(std::string dependency, const token_bucket_budget& budget);
+  /// Reports whether `gate` is open, and its slow-start level, as gauges
+  /// labelled dependency="NAME". Call before the observer is shared (not
+  /// thread-safe); the gate must outlive the observer's renderings.
+  void watch_gate(std::string dependency, const local_gate& gate);
 
   void attempt_started(const attempt_started_event& e) noexcept override;
   void attempt_finished(const attempt_finished_event& e) noexcept override;
@@ -123,6 +130,11 @@ private:
     const token_bucket_budget* budget;
   };
   std::vector<watched_budget> budgets_;
+  struct watched_gate {
+    std::string dependency;
+    const local_gate* gate;
+  };
+  std::vector<watched_gate> gates_;
 };
 
 } // namespace coretry

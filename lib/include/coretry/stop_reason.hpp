@@ -20,6 +20,7 @@ enum class stop_reason : int {
   budget_exhausted = 5,   ///< the shared retry budget had no token for the retry
   cancelled = 6,          ///< the caller cancelled the operation
   outcome_unknown = 7,    ///< a non-idempotent attempt may have taken effect: not repeated
+  dependency_unhealthy = 8, ///< the retry gate found the dependency unhealthy: no slot for the retry in time
 };
 
 /// Errors of an individual attempt, in the same category as stop_reason.
@@ -41,7 +42,7 @@ inline boost::system::error_code make_error_code(attempt_error e) noexcept {
 }
 
 /// Number of distinct stop reasons; useful for per-reason counters.
-inline constexpr int stop_reason_count = 8;
+inline constexpr int stop_reason_count = 9;
 
 } // namespace coretry
 

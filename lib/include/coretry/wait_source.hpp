@@ -10,6 +10,7 @@ enum class wait_source {
   none,   ///< no wait (the first attempt)
   local,  ///< the local backoff policy
   server, ///< the peer's delay (Retry-After) was the larger part
+  gate,   ///< the retry gate held the retry until its slot (after the backoff)
 };
 
 std::string_view to_string(wait_source source) noexcept;

@@ -91,6 +91,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   prepared p;
   p.retry.safety = request->safety;
   p.retry.budget = options.budget;
+  p.retry.gate = options.gate;
   p.retry.observer = options.observer;
   p.retry.random = options.random;
   p.retry.operation = options.route;

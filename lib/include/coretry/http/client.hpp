@@ -97,6 +97,8 @@ struct request_options {
   /// values it sets are checked for CR and LF like the caller's.
   std::function<void(request&, const attempt_context<std::chrono::steady_clock>& context)> decorate;
   retry_budget* budget = nullptr;
+  /// As retry_options::gate: told every attempt's result, asked before every retry.
+  retry_gate* gate = nullptr;
   retry_observer* observer = nullptr;
   random_source* random = nullptr;
 };

@@ -153,7 +153,7 @@ private:
         strand_(make_operation_strand(work_.get_executor(), ex)),
         timer_(ex),
         options_(o),
-        core_(p, o.random ? *o.random : independent_random::instance(), o.budget),
+        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate),
         factory_(std::move(factory)),
         classify_(std::move(classify)),
         alloc_(alloc) {
@@ -208,7 +208,7 @@ private:
       });
     }
     start_ = timer_now(timer_);
-    const decision first = core_.begin();
+    const decision first = core_.begin(std::chrono::duration_cast<duration>(start_.time_since_epoch()));
     if (first.what == decision::action::stop) {
       // Never complete inside the initiating call: finish from the strand.
       const stop_reason reason = first.reason;
@@ -266,6 +266,7 @@ private:
     record.start = at;
     record.allowance = allowance;
     result_.attempts = record.number;
+    next_wait_ = duration::zero();
     if (options_.observer) options_.observer->attempt_started({options_.operation, record.number, at, allowance});
 
     const duration deadline = core_.policy().overall_deadline;
@@ -338,7 +339,9 @@ private:
   }
 
   void sleep(const decision& d) {
-    next_wait_ = d.wait;
+    // A wait at the retry gate follows the backoff: the attempt's record
+    // shows the whole wait before it, from the source that ended it.
+    next_wait_ += d.wait;
     next_wait_source_ = d.source;
     result_.total_backoff += d.wait;
     if (options_.observer)

@@ -1,0 +1,209 @@
+#ifndef CORETRY_GATE_HPP
+#define CORETRY_GATE_HPP
+
+#include <coretry/policy.hpp>
+#include <coretry/verdict.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace coretry {
+
+/// What a retry gate answers to an operation that wants to retry.
+struct gate_decision {
+  /// The three answers.
+  enum class action {
+    admit, ///< send the retry now
+    wait,  ///< sleep until `at` (holding nothing), then ask again with this decision
+    deny,  ///< do not retry: the dependency is unhealthy
+  };
+  /// Which answer.
+  action what = action::admit;
+  /// wait: the instant to ask again at (the operation's reserved slot), on
+  /// the clock the gate's callers share, as time since that clock's epoch.
+  duration at{};
+  /// wait: identifies the reservation; given back with the next question.
+  std::uint64_t ticket = 0;
+
+  /// Send the retry now.
+  static constexpr gate_decision admit() noexcept { return {}; }
+  /// Ask again at `at`, presenting `ticket`.
+  static constexpr gate_decision wait_until(duration at, std::uint64_t ticket) noexcept {
+    return {action::wait, at, ticket};
+  }
+  /// Do not retry.
+  static constexpr gate_decision deny() noexcept { return {action::deny, {}, 0}; }
+};
+
+/// Keeps retries from amplifying an outage of one dependency. Shared by the
+/// operations that call that dependency, on any thread: implementations must
+/// be thread-safe. Every instant is a time since the epoch of the clock the
+/// operations' timers share (all callers of one gate must use one clock).
+///
+/// The gate registers no waiter: an operation told to wait sleeps on its own
+/// timer and asks again. An operation that gives up while waiting leaves
+/// nothing behind but an unused slot.
+class retry_gate {
+public:
+  virtual ~retry_gate() = default;
+  /// Every attempt's result (first attempts included), when it ended.
+  /// `success` and `transient` are health signals; `permanent` counts for
+  /// nothing (a rejection says nothing about the dependency's health).
+  virtual void record(attempt_status result, duration now) noexcept = 0;
+  /// Asked before each retry, at `now`. `latest` is the last instant at
+  /// which the retry would still be useful: a slot after it is not reserved
+  /// (the answer is then deny). `held` is the previous answer when it was a
+  /// wait (the operation comes back for its slot), else null.
+  virtual gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept = 0;
+};
+
+/// The health and admission rule of a retry gate, without threads: no
+/// clock reads (every instant is passed in), no randomness, no allocation.
+/// local_gate adds thread safety around it; tests drive it directly.
+///
+/// **Open** (the initial state): every retry is admitted. The model keeps
+/// the results of a recent window: requests (successes + transient
+/// failures) and accepts (successes). It judges them with client-side
+/// adaptive throttling's rule, p = max(0, (requests - K x accepts) /
+/// (requests + 1)): p > 0 means more than 1/K of the requests fail. When at
+/// least `min_requests` health signals are in the window and p >
+/// `close_above`, the dependency is unhealthy and the gate **closes**. With
+/// the defaults (K = 2, close_above = 0.2) that takes more than about 60%
+/// failures: a dependency failing half the time keeps the gate open.
+///
+/// **Closed** (level 0): retries pass only as probes, one slot per
+/// `probe_interval`. A retry asking for a slot gets the next free one: at
+/// once if it is free now, else a wait until it (each held retry its own
+/// slot, so they never wake together), or deny when that slot is after the
+/// retry's `latest` instant or more than `max_hold` away.
+///
+/// **Slow start.** Results keep arriving (from probes and from first
+/// attempts, which the gate never holds). At each level the gate counts
+/// successes and failures; after `step_successes` successes while the
+/// level's p <= close_above it goes up one level and the slot interval
+/// halves; after `step_successes` failures while p > close_above it falls back to
+/// level 0 and the slots already handed out are revoked (their holders are
+/// given new slots at the probe rate when they come back). Going up from
+/// level `slow_start_steps` opens the gate and forgets the outage (the
+/// window starts empty).
+class gate_model {
+public:
+  /// The model's parameters. Defaults: a 10 s window judged from 100
+  /// results, K = 2 with p above 0.2, one probe per 100 ms, 4 successes per
+  /// doubling, 6 doublings (down to one slot per 1.5625 ms) before the gate
+  /// opens, waits of at most 10 s.
+  struct options {
+    /// Span of the health window (kept in 10 buckets of window / 10 each).
+    duration window = std::chrono::seconds(10);
+    /// Health signals needed in the window before it may be judged
+    /// unhealthy. Few results are noisy: from 10, a dependency failing half
+    /// the time shows 7 failures in 10 about one time in six.
+    unsigned min_requests = 100;
+    /// K of the rule p = max(0, (requests - K x accepts) / (requests + 1)). At least 1.
+    double k = 2.0;
+    /// Unhealthy when p is above this (between 0 and 1).
+    double close_above = 0.2;
+    /// While closed, one retry per this interval.
+    duration probe_interval = std::chrono::milliseconds(100);
+    /// Successes at one level needed to double the rate (failures to fall back).
+    unsigned step_successes = 4;
+    /// Doublings of the probe rate before the gate opens again.
+    unsigned slow_start_steps = 6;
+    /// The longest wait the gate hands out; a later slot is a deny.
+    duration max_hold = std::chrono::seconds(10);
+  };
+
+  /// Where the gate stands.
+  enum class state {
+    open,       ///< every retry admitted
+    recovering, ///< retries admitted only in slots
+  };
+
+  /// Throws std::invalid_argument naming the bad option.
+  explicit gate_model(const options& opts);
+
+  /// Counts `result` at `now`; may close the gate, step the slow start or open it.
+  void record(attempt_status result, duration now) noexcept;
+  /// Answers a retry at `now` (see retry_gate::ask).
+  gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept;
+
+  /// The current state.
+  state current() const noexcept { return state_; }
+  /// The slow-start level while recovering (0: probes only).
+  unsigned level() const noexcept { return level_; }
+  /// The interval between slots at the current level.
+  duration slot_interval() const noexcept;
+  /// Health signals and successes in the window at `now`.
+  struct counts {
+    std::uint64_t requests = 0; ///< successes plus transient failures
+    std::uint64_t accepts = 0;  ///< successes
+  };
+  /// The window's counts at `now`.
+  counts window_counts(duration now) const noexcept;
+  /// p = max(0, (requests - K x accepts) / (requests + 1)) for `c`.
+  double failure_pressure(const counts& c) const noexcept;
+  /// Whether `c` says unhealthy: at least min_requests and p > close_above.
+  bool unhealthy(const counts& c) const noexcept;
+  /// The options in force.
+  const options& settings() const noexcept { return options_; }
+
+private:
+  friend class local_gate;
+  // The window is lock-free (packed atomic buckets), so that local_gate can
+  // count results and judge health without its mutex while the gate is open.
+  static constexpr std::size_t buckets = 10;
+  void count(attempt_status result, duration now) noexcept; // the window only: lock-free
+  void react(attempt_status result, duration now) noexcept; // the state: not thread-safe
+  void close(duration now) noexcept;
+  void step(attempt_status result, duration now) noexcept;
+  std::int64_t bucket_of(duration now) const noexcept;
+
+  options options_;
+  duration bucket_width_;
+  std::array<std::atomic<std::uint64_t>, buckets> window_{};
+  // Recovery state: guarded by local_gate's mutex.
+  state state_ = state::open;
+  unsigned level_ = 0;
+  unsigned step_accepts_ = 0;
+  unsigned step_failures_ = 0;
+  duration next_slot_{};
+  std::uint64_t generation_ = 1; ///< tickets of an earlier generation are revoked
+};
+
+/// A retry gate for one process: a gate_model made thread-safe. While the
+/// gate is open, recording a result and asking for a retry take no lock (one
+/// atomic update of the window and one load of the state); the mutex is
+/// taken only while the gate is closed or recovering, or when a failure may
+/// close it.
+class local_gate final : public retry_gate {
+public:
+  /// The model's options.
+  using options = gate_model::options;
+
+  /// A gate with the default options.
+  local_gate() : local_gate(options{}) {}
+  /// Throws std::invalid_argument naming the bad option.
+  explicit local_gate(const options& opts) : model_(opts) {}
+
+  /// See retry_gate::record. Lock-free while the gate is open and the result
+  /// cannot close it.
+  void record(attempt_status result, duration now) noexcept override;
+  /// See retry_gate::ask. Lock-free while the gate is open and healthy.
+  gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept override;
+
+  /// Whether every retry is admitted now, for metrics.
+  bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
+  /// The slow-start level while recovering, for metrics.
+  unsigned level() const;
+
+private:
+  gate_model model_;
+  std::atomic<bool> open_{true};
+  mutable std::mutex mutex_;
+};
+
+} // namespace coretry
+
+#endif

@@ -1,0 +1,201 @@
+#include <coretry/gate.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace coretry {
+
+using detail::saturating_add;
+
+namespace {
+
+// A window bucket is one 64-bit word: the bucket's epoch (low 24 bits of
+// now / bucket width), then its successes and its transient failures, 20
+// bits each (saturating). One word, so a result is counted with one
+// compare-and-swap and no lock.
+constexpr unsigned count_bits = 20;
+constexpr std::uint64_t count_max = (std::uint64_t{1} << count_bits) - 1;
+constexpr std::uint64_t tag_mask = (std::uint64_t{1} << 24) - 1;
+
+constexpr std::uint64_t tag_of(std::uint64_t word) noexcept { return word >> (2 * count_bits); }
+constexpr std::uint64_t accepts_of(std::uint64_t word) noexcept { return (word >> count_bits) & count_max; }
+constexpr std::uint64_t failures_of(std::uint64_t word) noexcept { return word & count_max; }
+constexpr std::uint64_t pack(std::uint64_t tag, std::uint64_t accepts, std::uint64_t failures) noexcept {
+  return (tag << (2 * count_bits)) | (accepts << count_bits) | failures;
+}
+
+
+void check(bool ok, const char* problem) {
+  if (!ok) throw std::invalid_argument(std::string("coretry::gate_model options: ") + problem);
+}
+
+} // namespace
+
+gate_model::gate_model(const options& opts) : options_(opts) {
+  using namespace std::chrono_literals;
+  check(opts.window >= duration(1ms) && opts.window <= duration(24h), "window must be between 1 ms and 24 h");
+  check(opts.min_requests >= 1 && opts.min_requests <= 1'000'000, "min_requests must be between 1 and 1000000");
+  check(std::isfinite(opts.k) && opts.k >= 1.0 && opts.k <= 1000.0, "k must be a number between 1 and 1000");
+  check(std::isfinite(opts.close_above) && opts.close_above >= 0.0 && opts.close_above < 1.0,
+        "close_above must be a number from 0 up to (not including) 1");
+  check(opts.probe_interval > duration::zero() && opts.probe_interval <= duration(1h),
+        "probe_interval must be positive and at most 1 h");
+  check(opts.step_successes >= 1 && opts.step_successes <= 1'000'000,
+        "step_successes must be between 1 and 1000000");
+  check(opts.slow_start_steps <= 30, "slow_start_steps must be at most 30");
+  check(opts.max_hold > duration::zero() && opts.max_hold <= duration(24h),
+        "max_hold must be positive and at most 24 h");
+  bucket_width_ = opts.window / buckets;
+}
+
+std::int64_t gate_model::bucket_of(duration now) const noexcept {
+  return now <= duration::zero() ? 0 : now / bucket_width_;
+}
+
+void gate_model::count(attempt_status result, duration now) noexcept {
+  if (result == attempt_status::permanent) return;
+  const bool success = result == attempt_status::success;
+  const std::int64_t epoch = bucket_of(now);
+  const std::uint64_t tag = static_cast<std::uint64_t>(epoch) & tag_mask;
+  std::atomic<std::uint64_t>& bucket = window_[static_cast<std::size_t>(epoch) % buckets];
+  std::uint64_t word = bucket.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  do {
+    if (word != 0 && tag_of(word) != tag) {
+      // A result from a caller whose clock reading is older than the
+      // bucket's (it was late to count): the bucket holds newer results.
+      const std::uint64_t ahead = (tag_of(word) - tag) & tag_mask;
+      if (ahead < (tag_mask + 1) / 2) return;
+    }
+    if (word != 0 && tag_of(word) == tag) {
+      const std::uint64_t a = accepts_of(word) + (success && accepts_of(word) < count_max ? 1 : 0);
+      const std::uint64_t f = failures_of(word) + (!success && failures_of(word) < count_max ? 1 : 0);
+      next = pack(tag, a, f);
+    } else {
+      next = pack(tag, success ? 1 : 0, success ? 0 : 1);
+    }
+  } while (!bucket.compare_exchange_weak(word, next, std::memory_order_relaxed));
+}
+
+gate_model::counts gate_model::window_counts(duration now) const noexcept {
+  counts c;
+  const std::int64_t current = bucket_of(now);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(buckets) && i <= current; ++i) {
+    const std::int64_t epoch = current - i;
+    const std::uint64_t word = window_[static_cast<std::size_t>(epoch) % buckets].load(std::memory_order_relaxed);
+    if (tag_of(word) != (static_cast<std::uint64_t>(epoch) & tag_mask)) continue;
+    c.accepts += accepts_of(word);
+    c.requests += accepts_of(word) + failures_of(word);
+  }
+  return c;
+}
+
+double gate_model::failure_pressure(const counts& c) const noexcept {
+  const double requests = static_cast<double>(c.requests);
+  return std::max(0.0, (requests - options_.k * static_cast<double>(c.accepts)) / (requests + 1.0));
+}
+
+bool gate_model::unhealthy(const counts& c) const noexcept {
+  return c.requests >= options_.min_requests && failure_pressure(c) > options_.close_above;
+}
+
+duration gate_model::slot_interval() const noexcept {
+  return std::max(duration(1), options_.probe_interval / (std::int64_t{1} << level_));
+}
+
+void gate_model::close(duration now) noexcept {
+  state_ = state::recovering;
+  level_ = 0;
+  step_accepts_ = step_failures_ = 0;
+  next_slot_ = std::max(next_slot_, now);
+  ++generation_;
+}
+
+void gate_model::record(attempt_status result, duration now) noexcept {
+  count(result, now);
+  react(result, now);
+}
+
+void gate_model::react(attempt_status result, duration now) noexcept {
+  if (result == attempt_status::permanent) return;
+  if (state_ == state::open) {
+    if (result == attempt_status::transient && unhealthy(window_counts(now))) close(now);
+    return;
+  }
+  step(result, now);
+}
+
+void gate_model::step(attempt_status result, duration now) noexcept {
+  (result == attempt_status::success ? step_accepts_ : step_failures_) += 1;
+  const bool healthy =
+      failure_pressure({std::uint64_t{step_accepts_} + step_failures_, step_accepts_}) <= options_.close_above;
+  if (healthy && step_accepts_ >= options_.step_successes) {
+    step_accepts_ = step_failures_ = 0;
+    if (level_ < options_.slow_start_steps) {
+      ++level_;
+      return;
+    }
+    // Fully recovered: open, and forget the outage's failures so that they
+    // do not close the gate again.
+    state_ = state::open;
+    level_ = 0;
+    ++generation_;
+    for (auto& bucket : window_) bucket.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (!healthy && step_failures_ >= options_.step_successes) {
+    step_accepts_ = step_failures_ = 0;
+    if (level_ == 0) return; // already at the probe rate: nothing handed out is revoked
+    // Back to probes: the faster slots already handed out are revoked; their
+    // holders get new ones at the probe rate when they come back.
+    level_ = 0;
+    ++generation_;
+    next_slot_ = saturating_add(now, options_.probe_interval);
+  }
+}
+
+gate_decision gate_model::ask(duration now, duration latest, const gate_decision* held) noexcept {
+  if (state_ == state::open) {
+    if (!unhealthy(window_counts(now))) return gate_decision::admit();
+    close(now);
+  }
+  if (held && held->what == gate_decision::action::wait && held->ticket == generation_) {
+    if (now >= held->at) return gate_decision::admit(); // its own slot
+    return *held;                                       // woke early: the slot is still ahead
+  }
+  const duration slot = std::max(now, next_slot_);
+  if (slot > latest || slot - now > options_.max_hold) return gate_decision::deny(); // nothing reserved
+  next_slot_ = saturating_add(slot, slot_interval());
+  if (slot == now) return gate_decision::admit();
+  return gate_decision::wait_until(slot, generation_);
+}
+
+void local_gate::record(attempt_status result, duration now) noexcept {
+  if (result == attempt_status::permanent) return;
+  model_.count(result, now);
+  // Open and healthy: nothing to decide, no lock.
+  if (open_.load(std::memory_order_acquire) &&
+      (result == attempt_status::success || !model_.unhealthy(model_.window_counts(now))))
+    return;
+  std::lock_guard lock(mutex_);
+  model_.react(result, now);
+  open_.store(model_.current() == gate_model::state::open, std::memory_order_release);
+}
+
+gate_decision local_gate::ask(duration now, duration latest, const gate_decision* held) noexcept {
+  if (open_.load(std::memory_order_acquire) && !model_.unhealthy(model_.window_counts(now)))
+    return gate_decision::admit();
+  std::lock_guard lock(mutex_);
+  const gate_decision d = model_.ask(now, latest, held);
+  open_.store(model_.current() == gate_model::state::open, std::memory_order_release);
+  return d;
+}
+
+unsigned local_gate::level() const {
+  std::lock_guard lock(mutex_);
+  return model_.level();
+}
+
+} // namespace coretry

@@ -1,0 +1,301 @@
+// The retry gate in the asynchronous layer, on virtual time: when each
+// operation held by the gate is admitted, exactly.
+
+#include "test_support.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace coretry_tests;
+using coretry::stop_reason;
+using coretry::wait_source;
+
+namespace {
+
+/// A dependency that answers 503 after 10 ms to every call started before
+/// `recovers_at`, and 200 to every later one.
+struct recovering_dependency {
+  explicit recovering_dependency(coretry::duration recovers) : recovers_at(recovers) {}
+  coretry::duration recovers_at;
+  int calls = 0;
+
+  asio::awaitable<int> call() {
+    ++calls;
+    manual_timer work(co_await asio::this_coro::executor);
+    const coretry::duration start = work.now().time_since_epoch();
+    work.expires_after(10ms);
+    co_await work.async_wait(asio::use_awaitable);
+    co_return start < recovers_at ? 503 : 200;
+  }
+  auto factory() {
+    return [this](context) { return call(); };
+  }
+};
+
+/// Attempts of 10 ms, a fixed 10 ms backoff, up to 10 attempts in 2 s.
+coretry::policy gated_policy() {
+  coretry::policy p;
+  p.max_attempts = 10;
+  p.overall_deadline = 2s;
+  p.backoff.jitter = coretry::jitter_kind::none;
+  p.backoff.initial_window = 10ms;
+  p.backoff.multiplier = 1.0;
+  p.backoff.max_window = 10ms;
+  p.server_delay_spread = coretry::duration::zero();
+  return p;
+}
+
+/// A gate that closes on four failures, probes every 100 ms and opens after
+/// two successful steps.
+coretry::local_gate::options gate_options() {
+  return {.window = 1s,
+          .min_requests = 4,
+          .k = 2.0,
+          .close_above = 0.2,
+          .probe_interval = 100ms,
+          .step_successes = 1,
+          .slow_start_steps = 1,
+          .max_hold = 10s};
+}
+
+struct gated_run {
+  asio::io_context io;
+  coretry::testing::manual_runner runner{io};
+  coretry::local_gate gate{gate_options()};
+  coretry::testing::scripted_random draws{};
+  coretry::retry_options options;
+  std::vector<std::optional<coretry::outcome<int>>> results;
+  std::vector<coretry::duration> completed_at;
+
+  gated_run() {
+    options.safety = coretry::repeat_safety::idempotent;
+    options.random = &draws;
+    options.gate = &gate;
+  }
+
+  template <class Factory>
+  void start(const coretry::policy& p, Factory factory, status_classifier classify = {}) {
+    const std::size_t i = results.size();
+    results.emplace_back();
+    completed_at.emplace_back();
+    coretry::async_retry<manual_timer>(io.get_executor(), p, options, factory, classify,
+                                       [this, i](std::exception_ptr e, coretry::outcome<int> r) {
+                                         REQUIRE_FALSE(e);
+                                         completed_at[i] = runner.elapsed();
+                                         results[i] = std::move(r);
+                                       });
+  }
+
+  std::vector<coretry::duration> starts(std::size_t i) const {
+    std::vector<coretry::duration> out;
+    for (const auto& record : results.at(i)->records) out.push_back(record.start);
+    return out;
+  }
+};
+
+/// Closes `gate` at time zero and takes the slots at 0, 100 and 200 ms: the
+/// next retry to ask gets 300 ms.
+void close_and_take_three_slots(coretry::retry_gate& gate) {
+  for (int i = 0; i < 10; ++i) gate.record(coretry::attempt_status::transient, 0ms);
+  for (int i = 0; i < 3; ++i) (void)gate.ask(0ms, coretry::duration::max(), nullptr);
+}
+
+} // namespace
+
+TEST_CASE("gate engine: an outage then recovery admits held operations one slot at a time") {
+  gated_run t;
+  recovering_dependency dependency{500ms};
+  for (int i = 0; i < 4; ++i) t.start(gated_policy(), dependency.factory());
+  t.runner.run();
+  // All four fail at 10 ms: the fourth failure closes the gate (next slot
+  // 10 ms). At 20 ms the first asks and is the probe; the others are held
+  // until 120, 220 and 320 ms. Each failed probe asks again 10 ms after it
+  // and gets the next free slot. The probe at 520 ms is the first to meet
+  // the recovered dependency: one success steps the rate up, the next
+  // (620 ms) opens the gate; those still held keep their slots.
+  using v = std::vector<coretry::duration>;
+  CHECK(t.starts(0) == v{0ms, 20ms, 420ms, 820ms});
+  CHECK(t.starts(1) == v{0ms, 120ms, 520ms});
+  CHECK(t.starts(2) == v{0ms, 220ms, 620ms});
+  CHECK(t.starts(3) == v{0ms, 320ms, 720ms});
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(t.results[i]->reason == stop_reason::succeeded);
+    CHECK(t.completed_at[i] == t.starts(i).back() + 10ms);
+  }
+  // A held retry's record shows the whole wait and that the gate ended it.
+  CHECK(t.results[1]->records[1].wait_before == 110ms);
+  CHECK(t.results[1]->records[1].wait_from == wait_source::gate);
+  CHECK(t.results[0]->records[1].wait_from == wait_source::local);
+  CHECK(t.gate.is_open());
+  CHECK(dependency.calls == 13);
+
+  // Once open, a new operation's retries are not held.
+  recovering_dependency down_again{10s};
+  coretry::policy three = gated_policy();
+  three.max_attempts = 2;
+  t.start(three, down_again.factory());
+  t.runner.run();
+  CHECK(t.results[4]->reason == stop_reason::attempts_exhausted);
+  CHECK(t.results[4]->records[1].wait_before == 10ms);
+}
+
+TEST_CASE("gate engine: an operation never waits for a slot past its last useful instant") {
+  gated_run t;
+  recovering_dependency dependency{10s};
+  coretry::policy p = gated_policy();
+  p.overall_deadline = 400ms; // the last useful start: 400 - 50 - 100 - 5 = 245 ms
+  for (int i = 0; i < 4; ++i) t.start(p, dependency.factory());
+  t.runner.run();
+  // Slots at 20 (admitted), 120 and 220 ms; the fourth's would be 320: no slot, stop at once.
+  using v = std::vector<coretry::duration>;
+  CHECK(t.starts(0) == v{0ms, 20ms});
+  CHECK(t.starts(1) == v{0ms, 120ms});
+  CHECK(t.starts(2) == v{0ms, 220ms});
+  CHECK(t.starts(3) == v{0ms});
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(t.results[i]->reason == stop_reason::dependency_unhealthy);
+  }
+  // Each stops when it asks (10 ms after its failed attempt), never later.
+  CHECK(t.completed_at == std::vector<coretry::duration>{40ms, 140ms, 240ms, 20ms});
+  // A slot too late for its retry was never reserved: the next is still 320 ms.
+  const coretry::gate_decision next = t.gate.ask(250ms, coretry::duration::max(), nullptr);
+  CHECK(next.what == coretry::gate_decision::action::wait);
+  CHECK(next.at == 320ms);
+  CHECK(coretry::to_string(stop_reason::dependency_unhealthy) == "dependency_unhealthy");
+  CHECK(coretry::to_string(wait_source::gate) == "gate");
+  // For an outer retrying layer, an inner unhealthy stop is transient, as a budget's is.
+  CHECK(coretry::classify_outcome(stop_reason::dependency_unhealthy).status == coretry::attempt_status::transient);
+  CHECK(coretry::make_error_code(stop_reason::dependency_unhealthy).message().find("unhealthy") !=
+        std::string::npos);
+}
+
+namespace {
+
+/// Another implementation of the interface: answers every question with `answer`
+/// (a wait is `wait_for` from the question's instant) and counts the results.
+struct fixed_gate final : coretry::retry_gate {
+  coretry::gate_decision::action answer;
+  coretry::duration wait_for{};
+  int results = 0;
+  std::vector<coretry::duration> asked_at;
+  void record(coretry::attempt_status, coretry::duration) noexcept override { ++results; }
+  coretry::gate_decision ask(coretry::duration now, coretry::duration,
+                             const coretry::gate_decision*) noexcept override {
+    asked_at.push_back(now);
+    if (answer == coretry::gate_decision::action::wait) return coretry::gate_decision::wait_until(now + wait_for, 1);
+    return answer == coretry::gate_decision::action::deny ? coretry::gate_decision::deny()
+                                                          : coretry::gate_decision::admit();
+  }
+};
+
+} // namespace
+
+TEST_CASE("gate engine: any gate's deny, or a wait past the last useful instant, stops the operation") {
+  for (auto [answer, wait_for] : {std::pair{coretry::gate_decision::action::deny, coretry::duration::zero()},
+                                  std::pair{coretry::gate_decision::action::wait, coretry::duration(1s)}}) {
+    CAPTURE(static_cast<int>(answer));
+    gated_run t;
+    fixed_gate gate;
+    gate.answer = answer;
+    gate.wait_for = wait_for;
+    t.options.gate = &gate;
+    recovering_dependency dependency{10s};
+    coretry::policy p = gated_policy();
+    p.overall_deadline = 400ms;
+    t.start(p, dependency.factory());
+    t.runner.run();
+    // Asked at 20 ms; 1020 ms is past the last useful start (245 ms): no sleep.
+    CHECK(t.results[0]->reason == stop_reason::dependency_unhealthy);
+    CHECK(t.completed_at[0] == 20ms);
+    CHECK(gate.asked_at == std::vector<coretry::duration>{20ms});
+    CHECK(gate.results == 1);
+    CHECK(dependency.calls == 1);
+  }
+}
+
+TEST_CASE("gate engine: a held retry takes no budget token, and the bucket still stops retries") {
+  gated_run t;
+  coretry::token_bucket_budget budget({.capacity = 2, .tokens_per_initial_request = 0});
+  t.options.budget = &budget;
+  recovering_dependency dependency{10s};
+  t.gate.record(coretry::attempt_status::transient, 0ms); // with the three failures at 10 ms: closed
+  for (int i = 0; i < 3; ++i) t.start(gated_policy(), dependency.factory());
+  t.runner.run_until(manual_clock::time_point(60ms));
+  // The first retry (20 ms) took a token; the two held ones have not.
+  CHECK(budget.tokens() == 1.0);
+  t.runner.run();
+  // The first is held again after its failed retry, until 320 ms, and finds
+  // the bucket empty then: the second token went at 120 ms to the second
+  // operation, admitted by the gate.
+  CHECK(t.results[0]->reason == stop_reason::budget_exhausted);
+  CHECK(t.starts(0) == std::vector<coretry::duration>{0ms, 20ms});
+  CHECK(t.completed_at[0] == 320ms);
+  CHECK(t.results[1]->reason == stop_reason::budget_exhausted);
+  CHECK(t.starts(1) == std::vector<coretry::duration>{0ms, 120ms});
+  CHECK(t.completed_at[1] == 130ms);
+  // The third reaches its slot at 220 ms and finds the bucket empty.
+  CHECK(t.results[2]->reason == stop_reason::budget_exhausted);
+  CHECK(t.results[2]->attempts == 1);
+  CHECK(t.completed_at[2] == 220ms);
+  CHECK(budget.tokens() == 0.0);
+}
+
+TEST_CASE("gate engine: a server's delay stays a minimum, the gate's slot can make it longer") {
+  SUBCASE("slot after the server's delay") {
+    gated_run t;
+    close_and_take_three_slots(t.gate);
+    fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
+    t.start(gated_policy(), dependency.factory(), status_classifier{150ms});
+    t.runner.run();
+    // 503 at 10 ms, Retry-After 150 ms: asks at 160 ms, held until its slot at 300 ms.
+    CHECK(t.starts(0) == std::vector<coretry::duration>{0ms, 300ms});
+    CHECK(t.results[0]->records[1].wait_before == 290ms);
+    CHECK(t.results[0]->records[1].wait_from == wait_source::gate);
+    CHECK(t.results[0]->reason == stop_reason::succeeded);
+  }
+  SUBCASE("server's delay after the slot") {
+    gated_run t;
+    close_and_take_three_slots(t.gate);
+    fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
+    t.start(gated_policy(), dependency.factory(), status_classifier{500ms});
+    t.runner.run();
+    // Asks at 510 ms: the next slot (300 ms) is past, so it goes at once.
+    CHECK(t.starts(0) == std::vector<coretry::duration>{0ms, 510ms});
+    CHECK(t.results[0]->records[1].wait_before == 500ms);
+    CHECK(t.results[0]->records[1].wait_from == wait_source::server);
+  }
+}
+
+TEST_CASE("gate engine: cancellation while held is prompt and leaves nothing in the gate") {
+  gated_run t;
+  close_and_take_three_slots(t.gate);
+  recovering_dependency dependency{10s};
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::duration at{};
+  coretry::async_retry<manual_timer>(t.io.get_executor(), gated_policy(), t.options, dependency.factory(),
+                                     status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto r) {
+                                       at = t.runner.elapsed();
+                                       result = std::move(r);
+                                     }));
+  t.runner.run_until(manual_clock::time_point(200ms)); // held from 20 ms until its slot at 300 ms
+  REQUIRE_FALSE(result);
+  cancel.emit(asio::cancellation_type::terminal);
+  t.runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(at == 200ms);
+  CHECK(t.runner.elapsed() == 200ms); // no timer was left to run to 300 ms
+  CHECK(dependency.calls == 1);
+  // The gate holds no waiter: the abandoned slot is simply unused, and the
+  // next retry to ask gets the slot after it.
+  const coretry::gate_decision next = t.gate.ask(200ms, coretry::duration::max(), nullptr);
+  CHECK(next.what == coretry::gate_decision::action::wait);
+  CHECK(next.at == 400ms);
+}

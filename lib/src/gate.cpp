@@ -184,13 +184,31 @@ void local_gate::record(attempt_status result, duration now) noexcept {
   open_.store(model_.current() == gate_model::state::open, std::memory_order_release);
 }
 
+gate_decision local_gate::counted(gate_decision d, bool probe) noexcept {
+  switch (d.what) {
+  case gate_decision::action::admit:
+    admitted_.fetch_add(1, std::memory_order_relaxed);
+    if (probe) probes_.fetch_add(1, std::memory_order_relaxed);
+    break;
+  case gate_decision::action::wait: held_.fetch_add(1, std::memory_order_relaxed); break;
+  case gate_decision::action::deny: denied_.fetch_add(1, std::memory_order_relaxed); break;
+  }
+  return d;
+}
+
 gate_decision local_gate::ask(duration now, duration latest, const gate_decision* held) noexcept {
   if (open_.load(std::memory_order_acquire) && !model_.unhealthy(model_.window_counts(now)))
-    return gate_decision::admit();
+    return counted(gate_decision::admit(), false);
   std::lock_guard lock(mutex_);
   const gate_decision d = model_.ask(now, latest, held);
-  open_.store(model_.current() == gate_model::state::open, std::memory_order_release);
-  return d;
+  const bool open = model_.current() == gate_model::state::open;
+  open_.store(open, std::memory_order_release);
+  return counted(d, !open);
+}
+
+local_gate::answers local_gate::counts() const noexcept {
+  return {admitted_.load(std::memory_order_relaxed), probes_.load(std::memory_order_relaxed),
+          held_.load(std::memory_order_relaxed), denied_.load(std::memory_order_relaxed)};
 }
 
 unsigned local_gate::level() const {

@@ -253,6 +253,15 @@ void prometheus_observer::write(std::string& out) const {
     for (const auto& g : gates_) sample("_gate_open", {{"dependency", g.dependency}}, g.gate->is_open() ? 1 : 0);
     header("_gate_level", "gauge", "Slow-start level of the dependency's retry gate while it holds retries.");
     for (const auto& g : gates_) sample("_gate_level", {{"dependency", g.dependency}}, g.gate->level());
+    header("_gate_answers_total", "counter",
+           "Answers of the dependency's retry gate: admitted, probe (admitted while not open), held, denied.");
+    for (const auto& g : gates_) {
+      const auto a = g.gate->counts();
+      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "admitted"}}, a.admitted);
+      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "probe"}}, a.probes);
+      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "held"}}, a.held);
+      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "denied"}}, a.denied);
+    }
   }
 }
 

@@ -119,6 +119,21 @@ TEST_CASE("a watched retry gate renders as open and level gauges") {
   CHECK(s.at(R"(coretry_gate_open{dependency="pricing"})") == 0);
   CHECK(s.at(R"(coretry_gate_level{dependency="pricing"})") == 1);
   CHECK(text.find("# TYPE coretry_gate_open gauge\n") != std::string::npos);
+  CHECK(s.at(R"(coretry_gate_answers_total{dependency="pricing",answer="admitted"})") == 0);
+  // Recovering at level 1: the first retry is a probe admitted at once, the
+  // next is told to wait for its slot; an open gate admits without a probe.
+  CHECK(gate.ask(2ms, 10s, nullptr).what == coretry::gate_decision::action::admit);
+  CHECK(gate.ask(2ms, 10s, nullptr).what == coretry::gate_decision::action::wait);
+  CHECK(gate.ask(2ms, 2ms, nullptr).what == coretry::gate_decision::action::deny);
+  s = parse_samples(o.text());
+  CHECK(s.at(R"(coretry_gate_answers_total{dependency="pricing",answer="admitted"})") == 1);
+  CHECK(s.at(R"(coretry_gate_answers_total{dependency="pricing",answer="probe"})") == 1);
+  CHECK(s.at(R"(coretry_gate_answers_total{dependency="pricing",answer="held"})") == 1);
+  CHECK(s.at(R"(coretry_gate_answers_total{dependency="pricing",answer="denied"})") == 1);
+  coretry::local_gate healthy;
+  CHECK(healthy.ask(0ms, 10s, nullptr).what == coretry::gate_decision::action::admit);
+  CHECK(healthy.counts().admitted == 1);
+  CHECK(healthy.counts().probes == 0);
 }
 
 TEST_CASE("failure categories are bounded per route") {

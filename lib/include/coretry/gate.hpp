@@ -195,12 +195,23 @@ public:
 
   /// Whether every retry is admitted now, for metrics.
   bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
+  /// How many answers of each kind the gate gave, since it was made.
+  struct answers {
+    std::uint64_t admitted = 0; ///< retries admitted, open or in a slot
+    std::uint64_t probes = 0;   ///< of those, admitted while the gate was not open
+    std::uint64_t held = 0;     ///< wait answers
+    std::uint64_t denied = 0;   ///< deny answers
+  };
+  /// The answers so far, for metrics (each count read on its own, relaxed).
+  answers counts() const noexcept;
   /// The slow-start level while recovering, for metrics.
   unsigned level() const;
 
 private:
+  gate_decision counted(gate_decision d, bool probe) noexcept;
   gate_model model_;
   std::atomic<bool> open_{true};
+  std::atomic<std::uint64_t> admitted_{0}, probes_{0}, held_{0}, denied_{0};
   mutable std::mutex mutex_;
 };
 

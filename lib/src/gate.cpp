@@ -27,6 +27,10 @@ constexpr std::uint64_t pack(std::uint64_t tag, std::uint64_t accepts, std::uint
 }
 
 
+duration saturating_mul(duration d, unsigned n) noexcept {
+  return d.count() > duration::max().count() / static_cast<duration::rep>(n) ? duration::max() : d * n;
+}
+
 void check(bool ok, const char* problem) {
   if (!ok) throw std::invalid_argument(std::string("coretry::gate_model options: ") + problem);
 }
@@ -44,6 +48,11 @@ gate_model::gate_model(const options& opts) : options_(opts) {
         "probe_interval must be positive and at most 1 h");
   check(opts.step_successes >= 1 && opts.step_successes <= 1'000'000,
         "step_successes must be between 1 and 1000000");
+  check(opts.fallback_failures >= 1 && opts.fallback_failures <= 1'000'000,
+        "fallback_failures must be between 1 and 1000000");
+  check(opts.slots_ahead >= 1 && opts.slots_ahead <= 1'000'000, "slots_ahead must be between 1 and 1000000");
+  check(opts.recheck_interval > duration::zero() && opts.recheck_interval <= duration(1h),
+        "recheck_interval must be positive and at most 1 h");
   check(opts.slow_start_steps <= 30, "slow_start_steps must be at most 30");
   check(opts.max_hold > duration::zero() && opts.max_hold <= duration(24h),
         "max_hold must be positive and at most 24 h");
@@ -145,7 +154,7 @@ void gate_model::step(attempt_status result, duration now) noexcept {
     for (auto& bucket : window_) bucket.store(0, std::memory_order_relaxed);
     return;
   }
-  if (!healthy && step_failures_ >= options_.step_successes) {
+  if (!healthy && step_failures_ >= options_.fallback_failures) {
     step_accepts_ = step_failures_ = 0;
     if (level_ == 0) return; // already at the probe rate: nothing handed out is revoked
     // Back to probes: the faster slots already handed out are revoked; their
@@ -166,7 +175,19 @@ gate_decision gate_model::ask(duration now, duration latest, const gate_decision
     return *held;                                       // woke early: the slot is still ahead
   }
   const duration slot = std::max(now, next_slot_);
-  if (slot > latest || slot - now > options_.max_hold) return gate_decision::deny(); // nothing reserved
+  if (slot > latest) return gate_decision::deny(); // nothing reserved
+  if (slot - now > saturating_mul(slot_interval(), options_.slots_ahead)) {
+    // Further ahead than slots are promised: not promised at today's rate, which may grow
+    // before then. The retry asks again at a point of a golden-ratio sequence
+    // between one and two recheck_interval away, unless it could not come
+    // back before its latest instant.
+    spread_ += 0x9e3779b9u;
+    const auto extra = static_cast<duration::rep>(static_cast<double>(options_.recheck_interval.count()) *
+                                                  (static_cast<double>(spread_) / 4294967296.0));
+    const duration again = saturating_add(saturating_add(now, options_.recheck_interval), duration(extra));
+    if (again <= latest && again - now <= options_.max_hold) return gate_decision::wait_until(again, 0);
+  }
+  if (slot - now > options_.max_hold) return gate_decision::deny();
   next_slot_ = saturating_add(slot, slot_interval());
   if (slot == now) return gate_decision::admit();
   return gate_decision::wait_until(slot, generation_);

@@ -49,7 +49,9 @@ coretry::policy gated_policy() {
 }
 
 /// A gate that closes on four failures, probes every 100 ms and opens after
-/// two successful steps.
+/// two successful steps. It promises slots far ahead, so that each held
+/// retry has its own slot from its first question (the default promises
+/// only the next slot; "gate engine: held retries ask again ..." covers that).
 coretry::local_gate::options gate_options() {
   return {.window = 1s,
           .min_requests = 4,
@@ -57,8 +59,10 @@ coretry::local_gate::options gate_options() {
           .close_above = 0.2,
           .probe_interval = 100ms,
           .step_successes = 1,
+          .fallback_failures = 1,
           .slow_start_steps = 1,
-          .max_hold = 10s};
+          .max_hold = 10s,
+          .slots_ahead = 1000};
 }
 
 struct gated_run {

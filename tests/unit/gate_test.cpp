@@ -32,8 +32,15 @@ gate_model::options small() {
           .close_above = 0.2,
           .probe_interval = 100ms,
           .step_successes = 2,
+          .fallback_failures = 2,
           .slow_start_steps = 2,
           .max_hold = 10s};
+}
+
+/// Whether `d` tells a retry asked at `asked` to ask again, holding no slot,
+/// between one and two recheck intervals (100 ms) later.
+bool is_recheck(const gate_decision& d, duration asked) {
+  return d.what == action::wait && d.ticket == 0 && d.at >= asked + 100ms && d.at < asked + 200ms;
 }
 
 void fail_n(gate_model& g, int n, duration at) {
@@ -89,32 +96,71 @@ TEST_CASE("gate model: the window forgets old results") {
   CHECK(g.current() == gate_model::state::open);
 }
 
-TEST_CASE("gate model: probes at the probe interval, each held retry its own slot") {
+TEST_CASE("gate model: probes at the probe interval, only the next slot promised") {
   gate_model g(small());
   fail_n(g, 10, 9ms); // closes at 9 ms: the first slot is 9 ms
   REQUIRE(g.current() == gate_model::state::recovering);
   CHECK(g.ask(9ms, never, nullptr).what == action::admit);
   const gate_decision second = g.ask(10ms, never, nullptr);
   CHECK(is_wait_until(second, 109ms));
+  // The slot after (209 ms) is more than one slot ahead: not promised. The
+  // retry is told to ask again, and nothing is reserved for it.
   const gate_decision third = g.ask(11ms, never, nullptr);
-  CHECK(is_wait_until(third, 209ms));
-  // A slot after the retry's last useful instant is not reserved: deny.
-  CHECK(g.ask(12ms, 250ms, nullptr).what == action::deny);
-  CHECK(is_wait_until(g.ask(13ms, never, nullptr), 309ms));
+  CHECK(is_recheck(third, 11ms));
+  // A slot after the retry's last useful instant: deny.
+  CHECK(g.ask(12ms, 150ms, nullptr).what == action::deny);
   // Coming back early for a slot: wait again for the same one.
   CHECK(is_wait_until(g.ask(100ms, never, &second), 109ms));
   // At its slot, the holder is admitted without taking another.
   CHECK(g.ask(109ms, never, &second).what == action::admit);
-  CHECK(g.ask(209ms, never, &third).what == action::admit);
-  CHECK(is_wait_until(g.ask(210ms, never, nullptr), 409ms));
+  // The third comes back: 209 ms is now the next slot, and it is promised.
+  const gate_decision promised = g.ask(third.at, never, &third);
+  CHECK(is_wait_until(promised, 209ms));
+  CHECK(g.ask(209ms, never, &promised).what == action::admit);
+  // A retry that could not come back (a recheck interval of 1 s) before its
+  // last useful instant takes a slot further ahead, if it is in time for it.
+  auto slow = small();
+  slow.recheck_interval = 1s;
+  gate_model h(slow);
+  fail_n(h, 10, 0ms);
+  CHECK(h.ask(0ms, never, nullptr).what == action::admit);
+  CHECK(is_wait_until(h.ask(0ms, never, nullptr), 100ms));
+  CHECK(is_wait_until(h.ask(1ms, 250ms, nullptr), 200ms)); // back after 1 s would be too late
+  CHECK(h.ask(2ms, 250ms, nullptr).what == action::deny);   // 300 ms: too late as well
+  const gate_decision later = h.ask(3ms, never, nullptr);   // time to come back: told to
+  CHECK((later.what == action::wait && later.ticket == 0 && later.at >= 1003ms && later.at < 2003ms));
   // A wait longer than max_hold is a deny.
   auto o = small();
   o.max_hold = 150ms;
+  o.slots_ahead = 10;
   gate_model short_hold(o);
   fail_n(short_hold, 10, 0ms);
   CHECK(short_hold.ask(0ms, never, nullptr).what == action::admit);
   CHECK(is_wait_until(short_hold.ask(0ms, never, nullptr), 100ms));
   CHECK(short_hold.ask(0ms, never, nullptr).what == action::deny);
+}
+
+TEST_CASE("gate model: retries told to ask again come back spread, by a fixed sequence") {
+  gate_model g(small());
+  fail_n(g, 10, 0ms);
+  CHECK(g.ask(0ms, never, nullptr).what == action::admit);
+  CHECK(is_wait_until(g.ask(0ms, never, nullptr), 100ms));
+  // Eight more retries asking at the same instant: each told to come back at
+  // 100 ms + 100 ms x frac(k x 0x9e3779b9 / 2^32), k = 1..8, all different.
+  std::vector<duration> again;
+  for (int k = 1; k <= 8; ++k) {
+    const gate_decision d = g.ask(0ms, never, nullptr);
+    REQUIRE(is_recheck(d, 0ms));
+    const std::uint32_t point = static_cast<std::uint32_t>(k * 0x9e3779b9ULL);
+    CHECK(d.at == 100ms + duration(static_cast<duration::rep>(1e8 * (point / 4294967296.0))));
+    again.push_back(d.at);
+  }
+  std::sort(again.begin(), again.end());
+  CHECK(std::adjacent_find(again.begin(), again.end()) == again.end());
+  // Spread: no two closer than 5 ms (eight golden-ratio points in 100 ms).
+  for (std::size_t i = 1; i < again.size(); ++i) CHECK(again[i] - again[i - 1] >= 5ms);
+  // One that could not come back in time, and whose slot is too late, is denied.
+  CHECK(g.ask(0ms, 150ms, nullptr).what == action::deny);
 }
 
 TEST_CASE("gate model: slow start doubles the rate per two successes, then opens") {
@@ -126,25 +172,27 @@ TEST_CASE("gate model: slow start doubles the rate per two successes, then opens
   g.record(attempt_status::success, 20ms);
   CHECK(g.level() == 1);
   CHECK(g.slot_interval() == 50ms);
-  // The slot already due is 100 ms; those after it come every 50 ms now.
-  CHECK(is_wait_until(g.ask(30ms, never, nullptr), 100ms));
-  CHECK(is_wait_until(g.ask(30ms, never, nullptr), 150ms));
-  CHECK(is_wait_until(g.ask(30ms, never, nullptr), 200ms));
-  g.record(attempt_status::success, 40ms);
-  g.record(attempt_status::success, 50ms);
+  // The slot already due is 100 ms; those after it come every 50 ms now, and
+  // only the next one is promised.
+  CHECK(is_recheck(g.ask(30ms, never, nullptr), 30ms));
+  CHECK(is_wait_until(g.ask(50ms, never, nullptr), 100ms));
+  CHECK(is_wait_until(g.ask(100ms, never, nullptr), 150ms));
+  CHECK(is_recheck(g.ask(100ms, never, nullptr), 100ms));
+  g.record(attempt_status::success, 110ms);
+  g.record(attempt_status::success, 120ms);
   CHECK(g.level() == 2);
   CHECK(g.slot_interval() == 25ms);
-  CHECK(is_wait_until(g.ask(60ms, never, nullptr), 250ms));
-  CHECK(is_wait_until(g.ask(60ms, never, nullptr), 275ms));
-  g.record(attempt_status::success, 70ms);
-  g.record(attempt_status::success, 80ms);
+  CHECK(is_wait_until(g.ask(176ms, never, nullptr), 200ms));
+  CHECK(is_wait_until(g.ask(200ms, never, nullptr), 225ms));
+  g.record(attempt_status::success, 230ms);
+  g.record(attempt_status::success, 240ms);
   // Up from the last level: open, and the outage's ten failures are forgotten.
   CHECK(g.current() == gate_model::state::open);
-  CHECK(g.window_counts(80ms).requests == 0);
-  CHECK(g.ask(90ms, never, nullptr).what == action::admit);
+  CHECK(g.window_counts(240ms).requests == 0);
+  CHECK(g.ask(250ms, never, nullptr).what == action::admit);
   // A holder of a slot is admitted at once when it comes back to an open gate.
   const gate_decision stale = gate_decision::wait_until(300ms, 1);
-  CHECK(g.ask(90ms, never, &stale).what == action::admit);
+  CHECK(g.ask(250ms, never, &stale).what == action::admit);
 }
 
 TEST_CASE("gate model: failures during slow start fall back to probes and revoke faster slots") {
@@ -154,20 +202,36 @@ TEST_CASE("gate model: failures during slow start fall back to probes and revoke
   g.record(attempt_status::success, 10ms);
   g.record(attempt_status::success, 20ms);
   REQUIRE(g.level() == 1);
-  const gate_decision a = g.ask(30ms, never, nullptr);
-  const gate_decision b = g.ask(30ms, never, nullptr);
+  const gate_decision a = g.ask(50ms, never, nullptr);
+  const gate_decision b = g.ask(100ms, never, nullptr);
   CHECK(is_wait_until(a, 100ms));
   CHECK(is_wait_until(b, 150ms));
   // One failure does not knock it back; two (p = 2/3) do.
-  g.record(attempt_status::transient, 40ms);
+  g.record(attempt_status::transient, 110ms);
   CHECK(g.level() == 1);
-  g.record(attempt_status::transient, 50ms);
+  g.record(attempt_status::transient, 120ms);
   CHECK(g.level() == 0);
   CHECK(g.slot_interval() == 100ms);
   // The revoked holders come back and get new slots at the probe rate,
-  // starting one probe interval after the fall back (150 ms).
-  CHECK(is_wait_until(g.ask(100ms, never, &a), 150ms));
-  CHECK(is_wait_until(g.ask(150ms, never, &b), 250ms));
+  // starting one probe interval after the fall back (220 ms).
+  CHECK(is_wait_until(g.ask(150ms, never, &a), 220ms));
+  CHECK(is_recheck(g.ask(150ms, never, &b), 150ms));
+  CHECK(is_wait_until(g.ask(220ms, never, &b), 320ms));
+  // Failures needed to fall back are their own option: with four (the
+  // default), two failures at level 1 do not.
+  auto o = small();
+  o.fallback_failures = 4;
+  gate_model patient(o);
+  fail_n(patient, 10, 0ms);
+  patient.record(attempt_status::success, 10ms);
+  patient.record(attempt_status::success, 20ms);
+  REQUIRE(patient.level() == 1);
+  patient.record(attempt_status::transient, 30ms);
+  patient.record(attempt_status::transient, 40ms);
+  CHECK(patient.level() == 1);
+  patient.record(attempt_status::transient, 50ms);
+  patient.record(attempt_status::transient, 60ms);
+  CHECK(patient.level() == 0);
 }
 
 TEST_CASE("gate model: a dependency failing half the time keeps it open") {
@@ -203,17 +267,23 @@ TEST_CASE("gate model: a dependency failing half the time keeps it open") {
   }
   SUBCASE("a closed gate reopens when the dependency comes back half healthy") {
     auto o = small();
-    o.step_successes = 4; // the default: two would judge from too few
+    // The defaults: two successes step up, four failures fall back (two
+    // would judge a fall back from too few), six steps.
+    o.step_successes = gate_model::options{}.step_successes;
+    o.fallback_failures = gate_model::options{}.fallback_failures;
+    o.slow_start_steps = gate_model::options{}.slow_start_steps;
+    REQUIRE(o.step_successes == 2);
+    REQUIRE(o.fallback_failures == 4);
     gate_model g(o);
     fail_n(g, 10, 0ms);
     REQUIRE(g.current() == gate_model::state::recovering);
-    // S F S F S F S, then F S F S F S F S twice: each level reaches four
-    // successes with p <= 0.2 (F S F S F S F alone is p = 1/8) and steps up.
+    // S F S, then F S F S at each of six levels: each level reaches two
+    // successes with p <= 0.2 (F S F S is p = 0) before four failures.
     int results = 0;
     for (; results < 100 && g.current() != gate_model::state::open; ++results)
       g.record(results % 2 == 0 ? attempt_status::success : attempt_status::transient, duration(results * 10ms));
     CHECK(g.current() == gate_model::state::open);
-    CHECK(results == 23);
+    CHECK(results == 3 + 4 * 6);
   }
 }
 
@@ -240,6 +310,12 @@ TEST_CASE("gate model: bad options are refused by name") {
                        doctest::Contains("slow_start_steps"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.max_hold = 0ms; })), doctest::Contains("max_hold"),
                        std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.fallback_failures = 0; })),
+                       doctest::Contains("fallback_failures"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.slots_ahead = 0; })), doctest::Contains("slots_ahead"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.recheck_interval = 0ms; })),
+                       doctest::Contains("recheck_interval"), std::invalid_argument);
   CHECK_NOTHROW(coretry::local_gate{});
 }
 

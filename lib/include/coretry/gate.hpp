@@ -77,13 +77,22 @@ public:
 /// `probe_interval`. A retry asking for a slot gets the next free one: at
 /// once if it is free now, else a wait until it (each held retry its own
 /// slot, so they never wake together), or deny when that slot is after the
-/// retry's `latest` instant or more than `max_hold` away.
+/// retry's `latest` instant or more than `max_hold` away. A slot is promised
+/// at most `slots_ahead` slot intervals ahead (1: the next slot only): a
+/// retry whose slot would be later is told
+/// to ask again after between one and two `recheck_interval` (spread by a
+/// fixed low-discrepancy sequence, so that the held retries do not come back
+/// together), by which time the rate may have grown. Only a retry that could
+/// not come back before its `latest` instant reserves a slot further ahead.
+/// So a gate holding many retries never promises slots at the probe rate far
+/// into a future in which it will admit faster, and when it opens, the held
+/// retries come back spread over `2 x recheck_interval`.
 ///
 /// **Slow start.** Results keep arriving (from probes and from first
 /// attempts, which the gate never holds). At each level the gate counts
 /// successes and failures; after `step_successes` successes while the
 /// level's p <= close_above it goes up one level and the slot interval
-/// halves; after `step_successes` failures while p > close_above it falls back to
+/// halves; after `fallback_failures` failures while p > close_above it falls back to
 /// level 0 and the slots already handed out are revoked (their holders are
 /// given new slots at the probe rate when they come back). Going up from
 /// level `slow_start_steps` opens the gate and forgets the outage (the
@@ -91,9 +100,10 @@ public:
 class gate_model {
 public:
   /// The model's parameters. Defaults: a 10 s window judged from 100
-  /// results, K = 2 with p above 0.2, one probe per 100 ms, 4 successes per
-  /// doubling, 6 doublings (down to one slot per 1.5625 ms) before the gate
-  /// opens, waits of at most 10 s.
+  /// results, K = 2 with p above 0.2, one probe per 100 ms, 2 successes per
+  /// doubling and 4 failures to fall back, 6 doublings (down to one slot per
+  /// 1.5625 ms) before the gate opens, retries further than a slot ahead
+  /// asking again every 100 to 200 ms, waits of at most 10 s.
   struct options {
     /// Span of the health window (kept in 10 buckets of window / 10 each).
     duration window = std::chrono::seconds(10);
@@ -107,12 +117,19 @@ public:
     double close_above = 0.2;
     /// While closed, one retry per this interval.
     duration probe_interval = std::chrono::milliseconds(100);
-    /// Successes at one level needed to double the rate (failures to fall back).
-    unsigned step_successes = 4;
+    /// Successes at one level needed to double the rate.
+    unsigned step_successes = 2;
+    /// Failures at one level that, with p above close_above, fall back to probes.
+    unsigned fallback_failures = 4;
     /// Doublings of the probe rate before the gate opens again.
     unsigned slow_start_steps = 6;
     /// The longest wait the gate hands out; a later slot is a deny.
     duration max_hold = std::chrono::seconds(10);
+    /// Slots are promised at most this many slot intervals ahead.
+    unsigned slots_ahead = 1;
+    /// A retry whose slot is further ahead asks again after between one and
+    /// two of these.
+    duration recheck_interval = std::chrono::milliseconds(100);
   };
 
   /// Where the gate stands.
@@ -170,6 +187,7 @@ private:
   unsigned step_failures_ = 0;
   duration next_slot_{};
   std::uint64_t generation_ = 1; ///< tickets of an earlier generation are revoked
+  std::uint32_t spread_ = 0;     ///< position in the sequence that spreads re-asks
 };
 
 /// A retry gate for one process: a gate_model made thread-safe. While the

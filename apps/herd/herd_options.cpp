@@ -133,6 +133,7 @@ plan make_plan(const arguments& args, std::uint64_t seed) {
   outage_study& o = p.outage_study_;
   o.strategies = strategies;
   o.budgets = budgets;
+  o.gates = parse_budgets("--gate", args.gate);
   o.seed = p.seed;
   outage_config& oc = o.config;
   oc.clients = static_cast<unsigned>(check_count("--clients", args.outage_clients, 1, 1000000));
@@ -145,6 +146,8 @@ plan make_plan(const arguments& args, std::uint64_t seed) {
   if (oc.cap < oc.base)
     throw usage_error("--outage-cap: " + args.outage_cap + " is smaller than --outage-base " + args.outage_base);
   oc.network = net;
+  oc.deadline = parse_duration("--deadline", args.deadline);
+  if (oc.deadline <= duration::zero()) throw usage_error("--deadline: " + args.deadline + " is not positive");
   return p;
 }
 

@@ -28,7 +28,7 @@ duration parse_duration(std::string_view option, std::string_view text);
 std::vector<unsigned> parse_client_counts(std::string_view option, std::string_view text);
 /// "all" or a comma-separated list of strategy names.
 std::vector<strategy> parse_strategies(std::string_view option, std::string_view text);
-/// "off", "on" or "both".
+/// "off", "on" or "both" (--budget, --gate).
 std::vector<bool> parse_budgets(std::string_view option, std::string_view text);
 
 /// The command line as given (durations as text, so that they are checked
@@ -38,6 +38,7 @@ struct arguments {
   std::optional<std::uint64_t> seed;
   std::string strategies = "all";
   std::string budget = "both";
+  std::string gate = "both"; ///< the outage scenario only
   long long runs = 10;
   std::string contention_clients = "10:100:10";
   std::string base = "5ms";
@@ -49,6 +50,7 @@ struct arguments {
   long long capacity = 100;
   std::string service_time = "10ms";
   long long max_attempts = 10;
+  std::string deadline = "30s";
   std::string outage_base = "100ms";
   std::string outage_cap = "2s";
   std::string out_dir = "herd-out";

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <sstream>
 #include <stdexcept>
 
@@ -19,8 +20,8 @@ namespace {
 
 double ms(duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-std::string column_name(strategy s, bool budget) {
-  return std::string(to_string(s)) + (budget ? "+budget" : "");
+std::string column_name(strategy s, bool budget, bool gate = false) {
+  return std::string(to_string(s)) + (budget ? "+budget" : "") + (gate ? "+gate" : "");
 }
 
 std::ofstream open_for_writing(const std::filesystem::path& file) {
@@ -87,19 +88,27 @@ void print_outage_table(std::FILE* out, const outage_study& study, const std::ve
   std::fprintf(out,
                "OUTAGE: %u clients start together; the dependency fails everything for %.0f ms, then serves\n"
                "%u requests at a time (%.0f ms each) and turns the rest away; up to %u attempts per client,\n"
-               "windows from %.0f ms to %.0f ms; arrivals counted per 10 ms; times to success of the clients that succeeded\n\n",
-               c.clients, ms(c.outage), c.capacity, ms(c.service_time), c.max_attempts, ms(c.base), ms(c.cap));
-  std::fprintf(out, "%-22s %7s %8s %6s %6s %6s %6s %7s %8s %8s %8s %8s\n", "strategy", "calls", "att/cli", "peak",
-               "peakR", "peakA", "succ%", "budget", "p50 ms", "p90 ms", "p99 ms", "last ms");
-  for (const auto& r : rows)
-    std::fprintf(out, "%-22s %7llu %8.2f %6u %6u %6u %6.1f %7u %8.0f %8.0f %8.0f %8.0f\n",
-                 column_name(r.retry, r.budget).c_str(), static_cast<unsigned long long>(r.calls),
-                 r.attempts_per_client, r.peak_arrivals, r.peak_retry_arrivals, r.peak_after_recovery,
-                 100.0 * r.success_rate, r.budget_stops, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.completion));
+               "windows from %.0f ms to %.0f ms, a deadline of %.0f ms per client; arrivals counted per 10 ms;\n"
+               "times to success of the clients that succeeded\n\n",
+               c.clients, ms(c.outage), c.capacity, ms(c.service_time), c.max_attempts, ms(c.base), ms(c.cap),
+               ms(c.deadline));
+  std::fprintf(out, "%-27s %7s %8s %7s %7s %6s %6s %6s %6s %6s %6s %8s %8s %8s %8s\n", "strategy", "calls",
+               "att/cli", "wasted", "reject", "peak", "peakR", "peakA", "succ%", "budget", "gate", "p50 ms", "p90 ms",
+               "p99 ms", "last ms");
+  for (const auto& r : rows) {
+    const double clients = r.clients ? static_cast<double>(r.clients) : 1.0;
+    std::fprintf(out, "%-27s %7llu %8.2f %7.3f %7.3f %6u %6u %6u %6.1f %6u %6u %8.0f %8.0f %8.0f %8.0f\n",
+                 column_name(r.retry, r.budget, r.gate).c_str(), static_cast<unsigned long long>(r.calls),
+                 r.attempts_per_client, static_cast<double>(r.failed_retries_in_outage) / clients,
+                 static_cast<double>(r.rejected_after_recovery) / clients, r.peak_arrivals, r.peak_retry_arrivals,
+                 r.peak_after_recovery, 100.0 * r.success_rate, r.budget_stops, r.gate_stops, ms(r.p50), ms(r.p90),
+                 ms(r.p99), ms(r.completion));
+  }
   std::fprintf(out,
-               "\npeak: most calls in any 10 ms; peakR: most retries in any 10 ms; peakA: most calls in any 10 ms\n"
-               "after the dependency is back; budget: clients stopped by the retry budget; last: when the last\n"
-               "client finished, success or not\n\n");
+               "\nwasted: retries per client that reached the dependency while it was down; reject: calls per client\n"
+               "the recovered dependency turned away for capacity; peak: most calls in any 10 ms; peakR: most retries\n"
+               "in any 10 ms; peakA: most calls in any 10 ms after the dependency is back; budget, gate: clients\n"
+               "stopped by the retry budget, by the retry gate; last: when the last client finished, success or not\n\n");
 }
 
 void write_contention_csv(const std::filesystem::path& file, const std::vector<contention_row>& rows) {
@@ -113,16 +122,18 @@ void write_contention_csv(const std::filesystem::path& file, const std::vector<c
 
 void write_outage_csv(const std::filesystem::path& file, const std::vector<outage_row>& rows) {
   auto out = open_for_writing(file);
-  out << "strategy,budget,clients,calls,retries,attempts_per_client,max_attempts_per_client,success_rate,"
-         "budget_stops,peak_arrivals_10ms,peak_retry_arrivals_10ms,peak_after_recovery_10ms,"
+  out << "strategy,budget,gate,clients,calls,retries,attempts_per_client,max_attempts_per_client,success_rate,"
+         "budget_stops,gate_stops,failed_retries_in_outage,rejected_after_recovery,"
+         "peak_arrivals_10ms,peak_retry_arrivals_10ms,peak_after_recovery_10ms,"
          "p50_ms,p90_ms,p99_ms,max_ms,last_completion_ms\n";
   for (const auto& r : rows)
-    out << to_string(r.retry) << ',' << (r.budget ? "on" : "off") << ',' << r.clients << ',' << r.calls << ','
-        << r.retries << ',' << fixed(r.attempts_per_client, 3) << ',' << r.max_attempts_per_client << ','
-        << fixed(r.success_rate, 4) << ',' << r.budget_stops << ',' << r.peak_arrivals << ','
-        << r.peak_retry_arrivals << ',' << r.peak_after_recovery << ',' << fixed(ms(r.p50), 3) << ','
-        << fixed(ms(r.p90), 3) << ',' << fixed(ms(r.p99), 3) << ',' << fixed(ms(r.max), 3) << ','
-        << fixed(ms(r.completion), 3) << '\n';
+    out << to_string(r.retry) << ',' << (r.budget ? "on" : "off") << ',' << (r.gate ? "on" : "off") << ','
+        << r.clients << ',' << r.calls << ',' << r.retries << ',' << fixed(r.attempts_per_client, 3) << ','
+        << r.max_attempts_per_client << ',' << fixed(r.success_rate, 4) << ',' << r.budget_stops << ','
+        << r.gate_stops << ',' << r.failed_retries_in_outage << ',' << r.rejected_after_recovery << ','
+        << r.peak_arrivals << ',' << r.peak_retry_arrivals << ',' << r.peak_after_recovery << ','
+        << fixed(ms(r.p50), 3) << ',' << fixed(ms(r.p90), 3) << ',' << fixed(ms(r.p99), 3) << ','
+        << fixed(ms(r.max), 3) << ',' << fixed(ms(r.completion), 3) << '\n';
   close_checked(out, file);
 }
 
@@ -131,7 +142,7 @@ void write_arrivals_csv(const std::filesystem::path& file, const std::vector<out
   std::size_t buckets = 0;
   out << "time_ms";
   for (const auto& r : rows) {
-    out << ',' << column_name(r.retry, r.budget);
+    out << ',' << column_name(r.retry, r.budget, r.gate);
     buckets = std::max(buckets, r.arrivals.size());
   }
   out << '\n';
@@ -146,12 +157,16 @@ void write_arrivals_csv(const std::filesystem::path& file, const std::vector<out
 
 std::string arrivals_gnuplot_script(const outage_study& study, const std::vector<outage_row>& rows,
                                     const std::string& data, const std::string& image) {
-  // Column of each (strategy, budget) in the data file: time is column 1.
-  std::map<std::pair<strategy, bool>, std::size_t> column;
-  for (std::size_t i = 0; i < rows.size(); ++i) column[{rows[i].retry, rows[i].budget}] = i + 2;
+  // Column of each (strategy, budget, gate) in the data file: time is column 1.
+  std::map<std::tuple<strategy, bool, bool>, std::size_t> column;
+  for (std::size_t i = 0; i < rows.size(); ++i) column[{rows[i].retry, rows[i].budget, rows[i].gate}] = i + 2;
   std::vector<strategy> shown;
   for (strategy s : study.strategies)
-    if (column.count({s, false}) || column.count({s, true})) shown.push_back(s);
+    for (const auto& [key, index] : column)
+      if (std::get<0>(key) == s) {
+        shown.push_back(s);
+        break;
+      }
 
   const outage_config& c = study.config;
   std::ostringstream g;
@@ -177,13 +192,19 @@ std::string arrivals_gnuplot_script(const outage_study& study, const std::vector
     g << "set ylabel 'calls / 10 ms'\n";
     g << "plot ";
     bool first = true;
-    for (bool budget : {false, true}) {
-      const auto found = column.find({s, budget});
+    struct line {
+      bool budget, gate;
+      const char* colour;
+      const char* title;
+    };
+    for (const line& l : {line{false, false, "#1f77b4", "neither"}, line{true, false, "#d62728", "budget"},
+                          line{false, true, "#2ca02c", "gate"}, line{true, true, "#9467bd", "budget+gate"}}) {
+      const auto found = column.find({s, l.budget, l.gate});
       if (found == column.end()) continue;
       if (!first) g << ", ";
       first = false;
-      g << "'" << data << "' using 1:" << found->second << " skip 1 with steps lw 1.2 lc rgb '"
-        << (budget ? "#d62728" : "#1f77b4") << "' title '" << (budget ? "budget on" : "budget off") << "'";
+      g << "'" << data << "' using 1:" << found->second << " skip 1 with steps lw 1.2 lc rgb '" << l.colour
+        << "' title '" << l.title << "'";
     }
     g << "\n";
   }

@@ -3,6 +3,7 @@
 #include <coretry/async_retry.hpp>
 #include <coretry/budget.hpp>
 #include <coretry/classify.hpp>
+#include <coretry/gate.hpp>
 #include <coretry/testing/manual_clock.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -73,6 +74,7 @@ struct world {
       : network(config.network, mix(config.seed)), jitter(mix(config.seed ^ 0x6a09e667f3bcc908ULL)) {
     if (config.budget)
       budget.emplace(coretry::token_bucket_budget::options{budget_capacity, budget_tokens_per_initial_request});
+    if (config.gate) gate.emplace();
     result.clients = config.clients;
     result.attempts.assign(config.clients, 0);
     result.stops.assign(config.clients, coretry::stop_reason::succeeded);
@@ -101,6 +103,7 @@ struct world {
   delay_source network;
   seeded_random jitter;
   std::optional<coretry::token_bucket_budget> budget;
+  std::optional<coretry::local_gate> gate;
   run_result result;
   std::exception_ptr failure;
 };
@@ -157,7 +160,11 @@ asio::awaitable<int> outage_attempt(world& w, outage_dependency& dep, unsigned n
   co_await wait(timer, w.network.next());
   w.arrive(number);
   int status = 503;
-  if (w.now() >= dep.down_until && dep.in_service < dep.capacity) {
+  if (w.now() < dep.down_until) {
+    if (number > 1) ++w.result.failed_retries_in_outage;
+  } else if (dep.in_service >= dep.capacity) {
+    ++w.result.rejected_after_recovery;
+  } else {
     ++dep.in_service;
     struct release {
       unsigned& n;
@@ -177,6 +184,7 @@ void run_clients(world& w, const coretry::policy& p, MakeAttempt make_attempt) {
   coretry::retry_options options;
   options.safety = coretry::repeat_safety::idempotent;
   options.budget = w.budget ? &*w.budget : nullptr;
+  options.gate = w.gate ? &*w.gate : nullptr;
   options.random = &w.jitter;
   options.operation = "herd";
   for (unsigned i = 0; i < w.result.clients; ++i) {
@@ -191,6 +199,7 @@ void run_clients(world& w, const coretry::policy& p, MakeAttempt make_attempt) {
           w.result.ended[i] = w.now();
           if (outcome.succeeded()) ++w.result.succeeded;
           if (outcome.reason == coretry::stop_reason::budget_exhausted) ++w.result.budget_stops;
+          if (outcome.reason == coretry::stop_reason::dependency_unhealthy) ++w.result.gate_stops;
         });
   }
   w.runner.run();
@@ -269,9 +278,10 @@ run_result run_outage(const outage_config& config) {
   if (config.capacity == 0) throw std::invalid_argument("capacity must be at least 1");
   if (config.service_time < duration::zero()) throw std::invalid_argument("service time must not be negative");
   if (config.max_attempts == 0) throw std::invalid_argument("max attempts must be at least 1");
+  if (config.deadline <= duration::zero()) throw std::invalid_argument("deadline must be positive");
   coretry::policy p;
   p.max_attempts = config.max_attempts;
-  p.overall_deadline = duration::max();
+  p.overall_deadline = config.deadline;
   p.attempt_limit = config.attempt_limit;
   p.min_attempt_allowance = duration::zero();
   p.completion_reserve = duration::zero();
@@ -355,6 +365,10 @@ outage_row summarize_outage(const outage_config& config, const run_result& r) {
   row.attempts_per_client = r.clients ? static_cast<double>(attempts) / r.clients : 0.0;
   row.success_rate = r.clients ? static_cast<double>(r.succeeded) / r.clients : 0.0;
   row.budget_stops = r.budget_stops;
+  row.gate = config.gate;
+  row.gate_stops = r.gate_stops;
+  row.failed_retries_in_outage = r.failed_retries_in_outage;
+  row.rejected_after_recovery = r.rejected_after_recovery;
   row.peak_arrivals = peak(r.arrivals);
   row.peak_retry_arrivals = peak(r.retry_arrivals);
   // The first bucket that lies wholly after the outage.
@@ -374,20 +388,22 @@ outage_row summarize_outage(const outage_config& config, const run_result& r) {
 
 std::vector<outage_row> run_outage_study(const outage_study& study, const progress_fn& progress) {
   std::vector<outage_row> rows;
-  const std::size_t total = study.strategies.size() * study.budgets.size();
+  const std::size_t total = study.strategies.size() * study.budgets.size() * study.gates.size();
   std::size_t done = 0;
-  for (bool budget : study.budgets)
-    for (strategy s : study.strategies) {
-      outage_config c = study.config;
-      c.retry = s;
-      c.budget = budget;
-      c.seed = run_seed(study.seed, "outage", c.clients, 0);
-      rows.push_back(summarize_outage(c, run_outage(c)));
-      if (progress)
-        progress(++done, total,
-                 "outage " + std::to_string(c.clients) + " clients " + std::string(to_string(s)) +
-                     (budget ? " budget" : ""));
-    }
+  for (bool gate : study.gates)
+    for (bool budget : study.budgets)
+      for (strategy s : study.strategies) {
+        outage_config c = study.config;
+        c.retry = s;
+        c.budget = budget;
+        c.gate = gate;
+        c.seed = run_seed(study.seed, "outage", c.clients, 0);
+        rows.push_back(summarize_outage(c, run_outage(c)));
+        if (progress)
+          progress(++done, total,
+                   "outage " + std::to_string(c.clients) + " clients " + std::string(to_string(s)) +
+                       (budget ? " budget" : "") + (gate ? " gate" : ""));
+      }
   return rows;
 }
 

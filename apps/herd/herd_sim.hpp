@@ -71,6 +71,7 @@ struct run_config {
   unsigned clients = 10;
   strategy retry = strategy::full;
   bool budget = false;
+  bool gate = false; ///< one coretry::local_gate (default options) shared by all clients
   duration base = 5ms;
   duration cap = 2s;
   network_model network{};
@@ -93,6 +94,7 @@ struct outage_config : run_config {
   duration service_time = 10ms;   ///< how long serving one takes
   unsigned max_attempts = 10;     ///< per client, including the first
   duration attempt_limit = 1s;    ///< per attempt (never reached by this dependency)
+  duration deadline = 30s;        ///< each client's overall deadline
 };
 
 /// What one run measured.
@@ -102,6 +104,9 @@ struct run_result {
   std::uint64_t retries = 0; ///< calls that were not a client's first
   unsigned succeeded = 0;
   unsigned budget_stops = 0; ///< clients stopped by budget_exhausted
+  unsigned gate_stops = 0;   ///< clients stopped by dependency_unhealthy
+  std::uint64_t failed_retries_in_outage = 0; ///< outage: retries that reached the dependency while it was down
+  std::uint64_t rejected_after_recovery = 0;  ///< outage: calls turned away for capacity once it was back
   duration completion{};     ///< when the last client's operation ended
   std::vector<unsigned> attempts;          ///< per client
   std::vector<coretry::stop_reason> stops; ///< per client
@@ -151,17 +156,19 @@ struct contention_row {
 
 std::vector<contention_row> run_contention_study(const contention_study& study, const progress_fn& progress = {});
 
-/// The outage study: every strategy x budget, once each, on the same seed.
+/// The outage study: every strategy x budget x gate, once each, on the same seed.
 struct outage_study {
-  outage_config config{}; ///< retry, budget and seed are set per run
+  outage_config config{}; ///< retry, budget, gate and seed are set per run
   std::vector<strategy> strategies{all_strategies.begin(), all_strategies.end()};
   std::vector<bool> budgets{false, true};
+  std::vector<bool> gates{false};
   std::uint64_t seed = 1;
 };
 
 struct outage_row {
   strategy retry{};
   bool budget = false;
+  bool gate = false;
   unsigned clients = 0;
   std::uint64_t calls = 0;
   std::uint64_t retries = 0;
@@ -169,6 +176,9 @@ struct outage_row {
   unsigned max_attempts_per_client = 0;
   double success_rate = 0;
   unsigned budget_stops = 0;
+  unsigned gate_stops = 0;
+  std::uint64_t failed_retries_in_outage = 0;
+  std::uint64_t rejected_after_recovery = 0;
   std::uint32_t peak_arrivals = 0;          ///< calls per 10 ms, whole run
   std::uint32_t peak_retry_arrivals = 0;    ///< retries per 10 ms, whole run
   std::uint32_t peak_after_recovery = 0;    ///< calls per 10 ms once the dependency is back

@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
   app.add_option("--strategies", args.strategies,
                  "all, or some of no-backoff,exponential,full,equal,decorrelated")->capture_default_str();
   app.add_option("--budget", args.budget, "retry budget: off, on or both")->capture_default_str();
+  app.add_option("--gate", args.gate, "retry gate (outage scenario): off, on or both")->capture_default_str();
   app.add_option("--out", args.out_dir, "directory for CSV, gnuplot scripts and charts")->capture_default_str();
   app.add_flag("--no-chart", no_chart, "write the gnuplot scripts but do not run gnuplot");
   app.add_flag("--progress", progress_always, "show the progress bar even when stderr is not a terminal");
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
 
   auto* outage = app.add_option_group("outage", "the outage scenario");
   outage->add_option("--clients", args.outage_clients, "clients")->capture_default_str();
+  outage->add_option("--deadline", args.deadline, "each client's overall deadline")->capture_default_str();
   outage->add_option("--outage", args.outage, "how long the dependency is down")->capture_default_str();
   outage->add_option("--capacity", args.capacity, "requests served at a time after the outage")
       ->capture_default_str();

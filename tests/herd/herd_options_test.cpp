@@ -70,6 +70,12 @@ TEST_CASE("the plan refuses bad values naming the option") {
   args.budget = "maybe";
   CHECK(usage_message(args) == "--budget: 'maybe' is not off, on or both");
   args = {};
+  args.gate = "sometimes";
+  CHECK(usage_message(args) == "--gate: 'sometimes' is not off, on or both");
+  args = {};
+  args.deadline = "0";
+  CHECK(usage_message(args) == "--deadline: 0 is not positive");
+  args = {};
   args.scenario = "stampede";
   CHECK(usage_message(args) == "SCENARIO: 'stampede' is not contention, outage or all");
   args = {};

@@ -84,6 +84,8 @@ decision decision_core::begin(duration origin) {
   origin_ = origin;
   decision d = start_if_useful(duration::zero());
   if (d.what == decision::action::start_attempt) {
+    if (gate_ && !gate_->allow_first_attempt(origin, *random_))
+      return decision::stop(stop_reason::dependency_unhealthy);
     ++attempts_;
     if (budget_) budget_->record_initial_request();
   }

@@ -110,6 +110,12 @@ bool gate_model::unhealthy(const counts& c) const noexcept {
   return c.requests >= options_.min_requests && failure_pressure(c) > options_.close_above;
 }
 
+double gate_model::first_attempt_rejection(duration now) const noexcept {
+  if (!options_.throttle_first_attempts) return 0.0;
+  const counts c = window_counts(now);
+  return c.requests >= options_.min_requests ? failure_pressure(c) : 0.0;
+}
+
 duration gate_model::slot_interval() const noexcept {
   return std::max(duration(1), options_.probe_interval / (std::int64_t{1} << level_));
 }
@@ -227,9 +233,20 @@ gate_decision local_gate::ask(duration now, duration latest, const gate_decision
   return counted(d, !open);
 }
 
+bool local_gate::allow_first_attempt(duration now, random_source& random) {
+  const double p = model_.first_attempt_rejection(now);
+  if (p <= 0.0) return true;
+  constexpr std::uint64_t top = (std::uint64_t{1} << 32) - 1;
+  const double draw = static_cast<double>(random.uniform(top)) / static_cast<double>(top + 1);
+  if (draw >= p) return true;
+  throttled_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 local_gate::answers local_gate::counts() const noexcept {
   return {admitted_.load(std::memory_order_relaxed), probes_.load(std::memory_order_relaxed),
-          held_.load(std::memory_order_relaxed), denied_.load(std::memory_order_relaxed)};
+          held_.load(std::memory_order_relaxed), denied_.load(std::memory_order_relaxed),
+          throttled_.load(std::memory_order_relaxed)};
 }
 
 unsigned local_gate::level() const {

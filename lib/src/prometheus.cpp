@@ -254,13 +254,15 @@ void prometheus_observer::write(std::string& out) const {
     header("_gate_level", "gauge", "Slow-start level of the dependency's retry gate while it holds retries.");
     for (const auto& g : gates_) sample("_gate_level", {{"dependency", g.dependency}}, g.gate->level());
     header("_gate_answers_total", "counter",
-           "Answers of the dependency's retry gate: admitted, probe (admitted while not open), held, denied.");
+           "Answers of the dependency's retry gate: admitted, probe (admitted while not open), held, denied, "
+           "throttled (first attempts rejected).");
     for (const auto& g : gates_) {
       const auto a = g.gate->counts();
       sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "admitted"}}, a.admitted);
       sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "probe"}}, a.probes);
       sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "held"}}, a.held);
       sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "denied"}}, a.denied);
+      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "throttled"}}, a.throttled);
     }
   }
 }

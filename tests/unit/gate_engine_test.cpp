@@ -303,3 +303,25 @@ TEST_CASE("gate engine: cancellation while held is prompt and leaves nothing in 
   CHECK(next.what == coretry::gate_decision::action::wait);
   CHECK(next.at == 400ms);
 }
+
+TEST_CASE("gate engine: a throttled first attempt stops the operation before it sends anything") {
+  gated_run t;
+  auto o = gate_options();
+  o.throttle_first_attempts = true;
+  coretry::local_gate throttling(o);
+  for (int i = 0; i < 4; ++i) throttling.record(coretry::attempt_status::transient, 0ms); // p = 4/5
+  t.options.gate = &throttling;
+  coretry::testing::scripted_random draws{0.5, 0.9};
+  t.options.random = &draws;
+  recovering_dependency dependency{0ms};
+  t.start(gated_policy(), dependency.factory()); // draw 0.5 < 0.8: rejected
+  t.start(gated_policy(), dependency.factory()); // draw 0.9: sent
+  t.runner.run();
+  CHECK(t.results[0]->reason == stop_reason::dependency_unhealthy);
+  CHECK(t.results[0]->attempts == 0);
+  CHECK(t.results[0]->records.empty());
+  CHECK(t.completed_at[0] == 0ms);
+  CHECK(t.results[1]->reason == stop_reason::succeeded);
+  CHECK(dependency.calls == 1);
+  CHECK(throttling.counts().throttled == 1);
+}

@@ -368,3 +368,40 @@ TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots sta
   CHECK(gate.is_open());
   CHECK(gate.level() == 0);
 }
+
+TEST_CASE("gate: first attempts are throttled only when asked, with the window's failure pressure") {
+  coretry::testing::scripted_random draws{0.3, 0.9};
+  SUBCASE("off by default: a closed gate still lets every first attempt through, drawing nothing") {
+    coretry::local_gate gate(small());
+    for (int i = 0; i < 10; ++i) gate.record(attempt_status::transient, 0ms);
+    REQUIRE_FALSE(gate.is_open());
+    CHECK(gate.allow_first_attempt(1ms, draws));
+    CHECK(draws.draws_used() == 0);
+    CHECK(gate.counts().throttled == 0);
+  }
+  SUBCASE("on: rejected with probability p once the window holds min_requests results") {
+    auto o = small();
+    o.throttle_first_attempts = true;
+    coretry::local_gate gate(o);
+    for (int i = 0; i < 9; ++i) gate.record(attempt_status::transient, 0ms);
+    CHECK(gate.allow_first_attempt(1ms, draws)); // nine results: too few to judge
+    CHECK(draws.draws_used() == 0);
+    // 10 requests, 2 accepts: p = (10 - 2 x 2) / 11 = 6/11, about 0.545.
+    gate.record(attempt_status::success, 0ms);
+    gate.record(attempt_status::success, 0ms);
+    gate_model m(o);
+    for (int i = 0; i < 8; ++i) m.record(attempt_status::transient, 0ms);
+    for (int i = 0; i < 2; ++i) m.record(attempt_status::success, 0ms);
+    CHECK(m.first_attempt_rejection(1ms) == doctest::Approx(6.0 / 11.0));
+    // (the gate above has 9 failures and 2 successes: p = (11 - 4) / 12)
+    CHECK_FALSE(gate.allow_first_attempt(1ms, draws)); // draw 0.3 < 7/12: rejected
+    CHECK(gate.allow_first_attempt(1ms, draws));       // draw 0.9: through
+    CHECK(draws.draws_used() == 2);
+    CHECK(gate.counts().throttled == 1);
+    // A healthy window (p = 0) draws nothing and rejects nothing.
+    coretry::local_gate healthy(o);
+    for (int i = 0; i < 20; ++i) healthy.record(attempt_status::success, 0ms);
+    CHECK(healthy.allow_first_attempt(1ms, draws));
+    CHECK(draws.draws_used() == 2);
+  }
+}

@@ -52,7 +52,9 @@ public:
   decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr,
                 retry_gate* gate = nullptr);
 
-  /// The first attempt (records the initial request in the budget).
+  /// The first attempt (records the initial request in the budget), unless
+  /// the gate rejects it (retry_gate::allow_first_attempt): then a stop,
+  /// dependency_unhealthy, with no attempt made.
   /// `origin` is the operation's start as the gate sees time (time since the
   /// epoch of the clock shared by the gate's callers); unused without a gate.
   decision begin(duration origin = duration::zero());

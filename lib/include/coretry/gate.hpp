@@ -2,6 +2,7 @@
 #define CORETRY_GATE_HPP
 
 #include <coretry/policy.hpp>
+#include <coretry/random.hpp>
 #include <coretry/verdict.hpp>
 
 #include <array>
@@ -57,6 +58,15 @@ public:
   /// (the answer is then deny). `held` is the previous answer when it was a
   /// wait (the operation comes back for its slot), else null.
   virtual gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept = 0;
+  /// Asked before an operation's first attempt, at `now`: false stops the
+  /// operation before it sends anything (dependency_unhealthy). `random` is
+  /// the operation's own source, for a gate that rejects with a probability.
+  /// The default admits every first attempt.
+  virtual bool allow_first_attempt(duration now, random_source& random) {
+    (void)now;
+    (void)random;
+    return true;
+  }
 };
 
 /// The health and admission rule of a retry gate, without threads: no
@@ -130,6 +140,12 @@ public:
     /// A retry whose slot is further ahead asks again after between one and
     /// two of these.
     duration recheck_interval = std::chrono::milliseconds(100);
+    /// Also throttle first attempts, as client-side adaptive throttling does:
+    /// once the window holds min_requests results, a first attempt is
+    /// rejected with probability p (the window's failure pressure). Off by
+    /// default: first attempts are the callers' own load, and rejecting them
+    /// turns a partial outage into failures the dependency never saw.
+    bool throttle_first_attempts = false;
   };
 
   /// Where the gate stands.
@@ -163,6 +179,10 @@ public:
   double failure_pressure(const counts& c) const noexcept;
   /// Whether `c` says unhealthy: at least min_requests and p > close_above.
   bool unhealthy(const counts& c) const noexcept;
+  /// The probability with which a first attempt is rejected at `now`: 0
+  /// unless throttle_first_attempts is set and the window holds at least
+  /// min_requests results, else the window's p. Lock-free.
+  double first_attempt_rejection(duration now) const noexcept;
   /// The options in force.
   const options& settings() const noexcept { return options_; }
 
@@ -210,6 +230,10 @@ public:
   void record(attempt_status result, duration now) noexcept override;
   /// See retry_gate::ask. Lock-free while the gate is open and healthy.
   gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept override;
+  /// See retry_gate::allow_first_attempt and options::throttle_first_attempts.
+  /// Lock-free; draws from `random` only when the rejection probability is
+  /// above zero.
+  bool allow_first_attempt(duration now, random_source& random) override;
 
   /// Whether every retry is admitted now, for metrics.
   bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
@@ -219,6 +243,7 @@ public:
     std::uint64_t probes = 0;   ///< of those, admitted while the gate was not open
     std::uint64_t held = 0;     ///< wait answers
     std::uint64_t denied = 0;   ///< deny answers
+    std::uint64_t throttled = 0; ///< first attempts rejected (throttle_first_attempts)
   };
   /// The answers so far, for metrics (each count read on its own, relaxed).
   answers counts() const noexcept;
@@ -229,7 +254,7 @@ private:
   gate_decision counted(gate_decision d, bool probe) noexcept;
   gate_model model_;
   std::atomic<bool> open_{true};
-  std::atomic<std::uint64_t> admitted_{0}, probes_{0}, held_{0}, denied_{0};
+  std::atomic<std::uint64_t> admitted_{0}, probes_{0}, held_{0}, denied_{0}, throttled_{0};
   mutable std::mutex mutex_;
 };
 

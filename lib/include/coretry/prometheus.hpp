@@ -84,7 +84,8 @@ private:
 ///   coretry_gate_open{dependency}              gauge, per watched gate: 1 open, 0 holding retries
 ///   coretry_gate_level{dependency}             gauge: the slow-start level while holding retries
 ///   coretry_gate_answers_total{dependency,answer}  counter: admitted, probe (admitted while
-///                                              not open), held (told to wait), denied
+///                                              not open), held (told to wait), denied,
+///                                              throttled (first attempts rejected)
 class prometheus_observer final : public retry_observer {
 public:
   static constexpr std::size_t max_categories_per_route = 16;

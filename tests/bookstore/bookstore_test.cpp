@@ -646,6 +646,35 @@ TEST_CASE("a book id that path normalisation would change is 404 and never forwa
   CHECK(pricing->log()[0].target == "/echo?book=v1.2");
 }
 
+TEST_CASE("a failed call's status and Retry-After come from its stop reason and the gate") {
+  using coretry::stop_reason;
+  const auto answer = [](stop_reason reason, bool timed_out = false, bool gate_open = true,
+                         coretry::duration probe = 100ms) {
+    return bookstore::answer_for(reason, timed_out, gate_open, probe);
+  };
+  CHECK(answer(stop_reason::rejected).status == 502);
+  CHECK(answer(stop_reason::deadline_exhausted).status == 504);
+  CHECK(answer(stop_reason::attempts_exhausted, true).status == 504); // its last attempt timed out
+  CHECK(answer(stop_reason::attempts_exhausted).status == 503);
+  CHECK(answer(stop_reason::budget_exhausted).status == 503);
+  CHECK(answer(stop_reason::cancelled).status == 503);
+  CHECK(answer(stop_reason::dependency_unhealthy).status == 503);
+  CHECK(answer(stop_reason::dependency_unhealthy, true).status == 503); // the gate, not the time, ended it
+  // Retry-After only for a stop by a gate that is not open: the probe
+  // interval rounded up to whole seconds, at least 1.
+  CHECK_FALSE(answer(stop_reason::dependency_unhealthy).retry_after);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false).retry_after == 1s);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false, 1ns).retry_after == 1s);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false, 1000ms).retry_after == 1s);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false, 1001ms).retry_after == 2s);
+  CHECK(answer(stop_reason::dependency_unhealthy, true, false, 2500ms).retry_after == 3s);
+  for (const stop_reason other : {stop_reason::attempts_exhausted, stop_reason::budget_exhausted,
+                                  stop_reason::deadline_exhausted, stop_reason::rejected, stop_reason::cancelled}) {
+    CAPTURE(coretry::to_string(other));
+    CHECK_FALSE(answer(other, false, false).retry_after);
+  }
+}
+
 TEST_CASE("with pricing down the gate closes, and a call it stops is 503 with Retry-After and counted") {
   // The probe interval, rounded up to whole seconds and at least 1.
   for (const auto& [probe, retry_after] : {std::pair{100ms, "1"}, std::pair{2500ms, "3"}}) {

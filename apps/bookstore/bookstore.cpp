@@ -1,6 +1,7 @@
 #include "bookstore/bookstore.hpp"
 
 #include <coretry/budget.hpp>
+#include <coretry/gate.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
 #include <serving/listen_address.hpp>
@@ -87,9 +88,24 @@ void validate(const options& opts) {
     throw std::invalid_argument("the reserve must be shorter than the maximum deadline");
   if (opts.shutdown_grace < milliseconds::zero()) throw std::invalid_argument("the shutdown grace may not be negative");
   if (opts.max_connections == 0) throw std::invalid_argument("at least one connection to the pricing service");
+  if (opts.gate) (void)gate_model{opts.gate_options}; // throws naming the bad option
   if (auto problem = coretry::serving::validate(opts.limits)) throw std::invalid_argument(*problem);
   if (opts.max_clients == 0 || opts.max_clients > most_clients)
     throw std::invalid_argument("the client connection cap must be between 1 and " + std::to_string(most_clients));
+}
+
+failure_answer answer_for(stop_reason reason, bool timed_out, bool gate_open, duration probe_interval) {
+  failure_answer answer;
+  if (reason == stop_reason::rejected) {
+    answer.status = 502;
+  } else if (reason == stop_reason::dependency_unhealthy) {
+    answer.status = 503; // even after an attempt that timed out: the gate, not the deadline, ended the call
+    if (!gate_open)
+      answer.retry_after = std::max(std::chrono::seconds{1}, std::chrono::ceil<std::chrono::seconds>(probe_interval));
+  } else if (reason == stop_reason::deadline_exhausted || timed_out) {
+    answer.status = 504;
+  }
+  return answer;
 }
 
 std::optional<std::int64_t> parse_whole_number(std::string_view text) {
@@ -128,6 +144,10 @@ public:
     if (opts_.budget) {
       budget_ = std::make_unique<token_bucket_budget>();
       observer_.watch_budget("pricing", *budget_);
+    }
+    if (opts_.gate) {
+      retry_gate_ = std::make_unique<local_gate>(opts_.gate_options);
+      observer_.watch_gate("pricing", *retry_gate_);
     }
     base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
@@ -372,6 +392,7 @@ private:
     }
     ro.route = book_route;
     ro.budget = budget_.get();
+    ro.gate = retry_gate_.get();
     request_observer observer{*this, c};
     ro.observer = &observer;
     ro.decorate = [coordination = opts_.coordination](coretry::http::request& out,
@@ -406,15 +427,15 @@ private:
       res.set("x-coretry-attempts", std::to_string(result.attempts));
       co_return res;
     }
-    unsigned status = 503;
     const bool timed_out = result.last_error == make_error_code(attempt_error::timed_out);
-    if (result.reason == stop_reason::rejected) status = 502;
-    else if (result.reason == stop_reason::deadline_exhausted || timed_out) status = 504;
-    auto res = reply(0, status,
+    const failure_answer answer = answer_for(result.reason, timed_out, !retry_gate_ || retry_gate_->is_open(),
+                                             opts_.gate_options.probe_interval);
+    auto res = reply(0, answer.status,
                      R"({"error":")" + std::string{to_string(result.reason)} + R"(","attempts":)" +
                          std::to_string(result.attempts) + "}");
     res.set("x-coretry-attempts", std::to_string(result.attempts));
     res.set("x-coretry-stop", std::string{to_string(result.reason)});
+    if (answer.retry_after) res.set(bhttp::field::retry_after, std::to_string(answer.retry_after->count()));
     co_return res;
   }
 
@@ -426,6 +447,7 @@ private:
   asio::steady_timer grace_timer_;
   coretry::http::client client_;
   std::unique_ptr<token_bucket_budget> budget_;
+  std::unique_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
   prometheus_observer observer_;
 
   std::atomic<bool> stopping_{false};

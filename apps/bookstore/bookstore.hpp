@@ -1,7 +1,9 @@
 #ifndef CORETRY_BOOKSTORE_BOOKSTORE_HPP
 #define CORETRY_BOOKSTORE_BOOKSTORE_HPP
 
+#include <coretry/gate.hpp>
 #include <coretry/policy.hpp>
+#include <coretry/stop_reason.hpp>
 
 #include "serving/serving.hpp"
 
@@ -59,6 +61,13 @@ struct options {
   /// One token bucket (capacity 20, 0.1 token per request) for the pricing
   /// dependency, shared by all handlers and threads.
   bool budget = true;
+  /// One retry gate (coretry::local_gate) for the pricing dependency, shared
+  /// by all handlers and threads: while pricing mostly fails it holds retries
+  /// back and lets only probes through. A call it stops is answered 503, with
+  /// Retry-After while the gate is not open (see answer_for).
+  bool gate = true;
+  /// The gate's rule: health window, thresholds, probe interval, longest hold.
+  coretry::local_gate::options gate_options{};
   /// Honour and send the attempt-count and retry-owner headers.
   bool coordination = true;
   /// At shutdown, how long attempts already sent may take to finish before
@@ -87,6 +96,22 @@ inline constexpr std::size_t most_clients = 100'000;
 
 /// Throws std::invalid_argument naming the problem.
 void validate(const options& opts);
+
+/// How a pricing call that did not succeed is answered.
+struct failure_answer {
+  unsigned status = 503;
+  /// The Retry-After header in whole seconds, when there is one.
+  std::optional<std::chrono::seconds> retry_after;
+};
+
+/// The one mapping from a failed call to its answer: rejected (a permanent
+/// failure) 502; stopped by the gate (dependency_unhealthy) 503; out of time
+/// (deadline_exhausted, or a last attempt that timed out) 504; anything else
+/// 503. A call the gate stopped while the gate is not open (`gate_open`
+/// false) carries Retry-After: the gate's probe interval (it lets one retry
+/// through per interval while it holds them), rounded up to whole seconds
+/// and at least 1. Once the gate is open again, no Retry-After.
+failure_answer answer_for(stop_reason reason, bool timed_out, bool gate_open, duration probe_interval);
 
 /// Builds the URL of the pricing call for `book_id`.
 std::string pricing_target(std::string_view pricing_url, std::string_view book_id);

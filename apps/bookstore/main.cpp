@@ -1,7 +1,7 @@
 // coretry-bookstore: GET /books/{id} answered by calling a pricing service
 // through coretry's client, with deadline propagation, one retry owner
-// across layers, a shared retry budget and /metrics. See bookstore.hpp for
-// the headers it speaks.
+// across layers, a shared retry budget and retry gate, and /metrics. See
+// bookstore.hpp for the headers it speaks.
 
 #include "bookstore/bookstore.hpp"
 
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   coretry::bookstore::options opts;
   std::string listen = opts.listen;
   std::string pricing;
-  std::string budget = "on", coordination = "on", jitter = "full";
+  std::string budget = "on", gate = "on", coordination = "on", jitter = "full";
   unsigned threads = 2;
   unsigned max_attempts = 3;
   long long attempt_timeout = 250, min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
@@ -39,11 +39,19 @@ int main(int argc, char** argv) {
                "Limits on each request: header 8 KiB (else 431), body 64 KiB (else 413), a chunk-size line or\n"
                "trailer 16 KiB (else 413), malformed 400; the header within --header-timeout, silence between\n"
                "requests up to --keep-alive-timeout, at most --max-clients connections (more wait in the\n"
-               "backlog). Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
+               "backlog).\n\n"
+               "With --gate on, one retry gate for pricing closes when more than about 60% of at least 100\n"
+               "results in 10 s fail; it then lets one retry through per 100 ms, faster as they succeed, until\n"
+               "it opens again. A call it stops is answered 503, with Retry-After: 1 (the probe interval in\n"
+               "whole seconds) while the gate is not open.\n\n"
+               "Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
   app.add_option("--threads", threads, "threads running the io_context")->capture_default_str()->check(CLI::Range(1u, 256u));
   app.add_option("--budget", budget, "shared retry budget (token bucket, 20 + 10%) on or off")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--gate", gate,
+                 "shared retry gate on or off: while pricing mostly fails, retries pass only as probes")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--coordination", coordination, "honour and send the attempt-count and retry-owner headers")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
@@ -88,6 +96,7 @@ int main(int argc, char** argv) {
   opts.listen = listen;
   opts.pricing_url = pricing;
   opts.budget = budget == "on";
+  opts.gate = gate == "on";
   opts.coordination = coordination == "on";
   opts.policy.max_attempts = max_attempts;
   opts.policy.attempt_limit = milliseconds{attempt_timeout};

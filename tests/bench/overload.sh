@@ -2,9 +2,11 @@
 # Overload benchmark (not in CI): drives the bookstore with wrk while the
 # pricing service (`coretry faults`) is (a) healthy, (b) failing 100% with
 # 503, (c) failing 50% with 503, (d) slower than the attempt limit; each with
-# the retry budget on and off. Reports per scenario: pricing requests per
-# bookstore request (amplification), bookstore p50/p99 latency, success rate
-# and budget denials; and checks the mission bound under (b) with the budget:
+# neither the retry budget nor the retry gate, the budget, the gate, and both.
+# Reports per scenario: pricing requests per bookstore request
+# (amplification), bookstore p50/p99 latency, success rate, budget denials and
+# gate denials (operations stopped as dependency_unhealthy); and checks the
+# mission bound under (b) with the budget, with and without the gate:
 # amplification <= 1.1 + 20/N (N = bookstore requests that called pricing).
 #
 # Pricing's calls are counted in full: the entries of its /_log plus its
@@ -83,14 +85,17 @@ declare -A title=(
 )
 
 printf '%s\n' "wrk: $connections connections, 2 threads, ${seconds} s per scenario; bookstore: 2 threads, default policy (3 attempts, 1000 ms deadline, 250 ms per attempt)"
-printf '\n| scenario | budget | bookstore requests (N) | bookstore attempts | pricing requests | amplification | p50 | p99 | success | budget denials |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|\n'
+printf '\n| scenario | budget | gate | bookstore requests (N) | bookstore attempts | pricing requests | amplification | p50 | p99 | success | budget denials | gate denials |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 verdict=0
-bound_line=""
+bound_lines=()
 count_problems=()
-for budget in on off; do
+# Neither, the budget, the gate, both.
+for mode in "off off" "on off" "off on" "on on"; do
+  read -r budget gate <<<"$mode"
   for s in a b c d; do
-    start "$work/book.out" "$bookstore" --listen 127.0.0.1:0 --pricing "$pricing${target[$s]}" --budget "$budget" --threads 2
+    start "$work/book.out" "$bookstore" --listen 127.0.0.1:0 --pricing "$pricing${target[$s]}" --budget "$budget" \
+      --gate "$gate" --threads 2
     book=$url
     book_pid=$pid
     curl -s "$pricing/_reset" >/dev/null
@@ -110,10 +115,10 @@ for budget in on off; do
     logged=$(grep -o '"method":' "$work/log.json" | wc -l)
     dropped=$(grep -o '"dropped":[0-9]*' "$work/log.json" | cut -d: -f2)
     if [[ -z $dropped ]]; then
-      count_problems+=("${title[$s]}, budget $budget: pricing's log has no \"dropped\" count; calls past its limit would go uncounted")
+      count_problems+=("${title[$s]}, budget $budget, gate $gate: pricing's log has no \"dropped\" count; calls past its limit would go uncounted")
       dropped=0
     elif (( logged > log_limit || (dropped > 0 && logged != log_limit) )); then
-      count_problems+=("${title[$s]}, budget $budget: pricing's log holds $logged entries and dropped $dropped with a limit of $log_limit: entries were lost uncounted")
+      count_problems+=("${title[$s]}, budget $budget, gate $gate: pricing's log holds $logged entries and dropped $dropped with a limit of $log_limit: entries were lost uncounted")
     fi
     calls=$((logged + dropped))
 
@@ -123,35 +128,40 @@ for budget in on off; do
     ok=$(sample "$work/metrics.txt" "bookstore_responses_total{$route,code=\"200\"}")
     total=$(awk -v r="bookstore_responses_total{$route," 'index($0, r) == 1 { sum += $NF } END { print sum + 0 }' "$work/metrics.txt")
     denied=$(sample "$work/metrics.txt" "coretry_stops_total{$route,reason=\"budget_exhausted\"}")
+    gate_denied=$(sample "$work/metrics.txt" "coretry_stops_total{$route,reason=\"dependency_unhealthy\"}")
     p50=$(awk '$1 == "50%" { print $2 }' "$work/wrk.txt")
     p99=$(awk '$1 == "99%" { print $2 }' "$work/wrk.txt")
     amplification=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", n ? c / n : 0 }')
     success=$(awk -v ok="$ok" -v t="$total" 'BEGIN { printf "%.1f%%", t ? 100 * ok / t : 0 }')
-    printf '| %s | %s | %d | %d | %d | %s | %s | %s | %s | %d |\n' "${title[$s]}" "$budget" "$n" "$attempts" \
-      "$calls" "$amplification" "$p50" "$p99" "$success" "$denied"
+    printf '| %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %d | %d |\n' "${title[$s]}" "$budget" "$gate" "$n" \
+      "$attempts" "$calls" "$amplification" "$p50" "$p99" "$success" "$denied" "$gate_denied"
     # An attempt is counted when it starts, whether or not it reaches pricing:
     # pricing can see fewer calls than the attempts, never more.
     if (( calls > attempts )); then
-      count_problems+=("${title[$s]}, budget $budget: pricing counted $calls calls ($logged logged + $dropped dropped), more than the bookstore's $attempts attempts")
+      count_problems+=("${title[$s]}, budget $budget, gate $gate: pricing counted $calls calls ($logged logged + $dropped dropped), more than the bookstore's $attempts attempts")
     fi
     # A 200 from the bookstore carries pricing's answer: one call at least.
     if (( calls < ok )); then
-      count_problems+=("${title[$s]}, budget $budget: pricing counted $calls calls ($logged logged + $dropped dropped), fewer than the bookstore's $ok answers 200")
+      count_problems+=("${title[$s]}, budget $budget, gate $gate: pricing counted $calls calls ($logged logged + $dropped dropped), fewer than the bookstore's $ok answers 200")
     fi
+    # The gate takes nothing from the budget's bound: a retry it holds or
+    # denies takes no token.
     if [[ $s == b && $budget == on ]]; then
+      with="the budget"
+      [[ $gate == on ]] && with="the budget and the gate"
       bound=$(awk -v n="$n" 'BEGIN { printf "%.4f", 1.1 + 20 / n }')
       amplification=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.4f", n ? c / n : 0 }')
       if awk -v c="$calls" -v n="$n" 'BEGIN { exit !(c / n <= 1.1 + 20 / n) }'; then
-        bound_line="PASS: (b) with the budget: amplification $amplification <= 1.1 + 20/N = $bound (N = $n)"
+        bound_lines+=("PASS: (b) with $with: amplification $amplification <= 1.1 + 20/N = $bound (N = $n)")
       else
-        bound_line="FAIL: (b) with the budget: amplification $amplification > 1.1 + 20/N = $bound (N = $n)"
+        bound_lines+=("FAIL: (b) with $with: amplification $amplification > 1.1 + 20/N = $bound (N = $n)")
         verdict=1
       fi
     fi
   done
 done
 echo
-echo "$bound_line"
+printf '%s\n' "${bound_lines[@]}"
 if (( ${#count_problems[@]} > 0 )); then
   for problem in "${count_problems[@]}"; do echo "FAIL: counts: $problem"; done
   verdict=1

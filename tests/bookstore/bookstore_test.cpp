@@ -128,6 +128,16 @@ bookstore::options options_for(const std::string& pricing_url, bool coordination
   return o;
 }
 
+/// A gate that closes after a few failures (10 results in its window instead
+/// of 100) and holds no retry: a retry whose slot is not free at once is
+/// denied, so that sequential requests meet denials rather than short waits.
+bookstore::options gated_options(const std::string& pricing_url) {
+  bookstore::options o = options_for(pricing_url);
+  o.gate_options.min_requests = 10;
+  o.gate_options.max_hold = 1ms;
+  return o;
+}
+
 /// Every sample of a Prometheus text, "name{labels}" -> value; fails on a
 /// line that is neither a comment nor a well-formed sample.
 std::map<std::string, double> parse_metrics(const std::string& text) {
@@ -328,6 +338,7 @@ TEST_CASE("with coordination, a plain caller leaves the retries to the first boo
 TEST_CASE("one retry budget for the whole process, shared by all threads") {
   server_thread pricing;
   bookstore::options o = options_for(pricing.url("/status/503"));
+  o.gate = false; // the budget alone: 100 failing operations would close the gate
   bookstore_runner store{o, 4};
   const auto port = port_of(store->base_url());
   constexpr int requests = 100;
@@ -369,7 +380,8 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
        {"coretry_operations_total", "coretry_attempts_total", "coretry_initial_successes_total",
         "coretry_successes_total", "coretry_attempts_per_operation_bucket", "coretry_attempts_per_operation_sum",
         "coretry_attempts_per_operation_count", "coretry_backoff_seconds_total", "coretry_cancellations_total",
-        "coretry_stops_total", "coretry_budget_tokens", "coretry_attempt_failures_total", "bookstore_responses_total"}) {
+        "coretry_stops_total", "coretry_budget_tokens", "coretry_attempt_failures_total", "coretry_gate_open",
+        "coretry_gate_level", "coretry_gate_answers_total", "bookstore_responses_total"}) {
     CAPTURE(series);
     CHECK(std::any_of(samples.begin(), samples.end(),
                       [&](const auto& s) { return s.first.starts_with(std::string{series} + "{"); }));
@@ -401,6 +413,7 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
       else if (name == "code") CHECK(std::regex_match(v, std::regex{"[0-9]{3}|other"}));
       else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+|\\+Inf"}));
       else if (name == "dependency") CHECK(v == "pricing");
+      else if (name == "answer") CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied"));
       else FAIL("unexpected label ", name);
     }
   }
@@ -474,6 +487,13 @@ TEST_CASE("bad options are refused with a reason") {
   CHECK_THROWS_AS(bookstore::validate(o), std::invalid_argument);
   o.reserve = 10ms;
   CHECK_NOTHROW(bookstore::validate(o));
+  {
+    bookstore::options bad = o;
+    bad.gate_options.probe_interval = 0ms;
+    CHECK_THROWS_AS(bookstore::validate(bad), std::invalid_argument);
+    bad.gate = false; // no gate: its options do not matter
+    CHECK_NOTHROW(bookstore::validate(bad));
+  }
   for (const std::size_t clients : {std::size_t{0}, bookstore::most_clients + 1}) {
     bookstore::options bad = o;
     bad.max_clients = clients;
@@ -496,6 +516,7 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "ftp://x"},
         {"--pricing", "http://127.0.0.1:1/", "--threads", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--budget", "maybe"},
+        {"--pricing", "http://127.0.0.1:1/", "--gate", "maybe"},
         {"--pricing", "http://127.0.0.1:1/", "--max-attempts", "x"},
         {"--pricing", "http://127.0.0.1:1/", "--header-timeout", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--keep-alive-timeout", "-5"},
@@ -623,6 +644,119 @@ TEST_CASE("a book id that path normalisation would change is 404 and never forwa
   CHECK(get(port, "/books/...").status == 200);
   REQUIRE(pricing->log().size() == 2);
   CHECK(pricing->log()[0].target == "/echo?book=v1.2");
+}
+
+TEST_CASE("a failed call's status and Retry-After come from its stop reason and the gate") {
+  using coretry::stop_reason;
+  const auto answer = [](stop_reason reason, bool timed_out = false, bool gate_open = true,
+                         coretry::duration probe = 100ms) {
+    return bookstore::answer_for(reason, timed_out, gate_open, probe);
+  };
+  CHECK(answer(stop_reason::rejected).status == 502);
+  CHECK(answer(stop_reason::deadline_exhausted).status == 504);
+  CHECK(answer(stop_reason::attempts_exhausted, true).status == 504); // its last attempt timed out
+  CHECK(answer(stop_reason::attempts_exhausted).status == 503);
+  CHECK(answer(stop_reason::budget_exhausted).status == 503);
+  CHECK(answer(stop_reason::cancelled).status == 503);
+  CHECK(answer(stop_reason::dependency_unhealthy).status == 503);
+  CHECK(answer(stop_reason::dependency_unhealthy, true).status == 503); // the gate, not the time, ended it
+  // Retry-After only for a stop by a gate that is not open: the probe
+  // interval rounded up to whole seconds, at least 1.
+  CHECK_FALSE(answer(stop_reason::dependency_unhealthy).retry_after);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false).retry_after == 1s);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false, 1ns).retry_after == 1s);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false, 1000ms).retry_after == 1s);
+  CHECK(answer(stop_reason::dependency_unhealthy, false, false, 1001ms).retry_after == 2s);
+  CHECK(answer(stop_reason::dependency_unhealthy, true, false, 2500ms).retry_after == 3s);
+  for (const stop_reason other : {stop_reason::attempts_exhausted, stop_reason::budget_exhausted,
+                                  stop_reason::deadline_exhausted, stop_reason::rejected, stop_reason::cancelled}) {
+    CAPTURE(coretry::to_string(other));
+    CHECK_FALSE(answer(other, false, false).retry_after);
+  }
+}
+
+TEST_CASE("with pricing down the gate closes, and a call it stops is 503 with Retry-After and counted") {
+  // The probe interval, rounded up to whole seconds and at least 1.
+  for (const auto& [probe, retry_after] : {std::pair{100ms, "1"}, std::pair{2500ms, "3"}}) {
+    CAPTURE(probe.count());
+    server_thread pricing;
+    bookstore::options o = gated_options(pricing.url("/status/503"));
+    o.gate_options.probe_interval = probe;
+    bookstore_runner store{o};
+    const auto port = port_of(store->base_url());
+    constexpr int requests = 40;
+    int stopped_by_gate = 0;
+    for (int i = 0; i < requests; ++i) {
+      CAPTURE(i);
+      http_reply res = get(port, "/books/" + std::to_string(i));
+      CHECK(res.status == 503);
+      if (res.fields["x-coretry-stop"] == "dependency_unhealthy") {
+        ++stopped_by_gate;
+        CHECK(res.fields["Retry-After"] == retry_after);
+      } else {
+        CHECK(res.fields.count("Retry-After") == 0);
+      }
+    }
+    // The gate closes after 10 failures (the first attempts of 4 requests
+    // with their retries); from then on a retry is denied unless its probe
+    // slot is free. At 2.5 s per probe, at most a few are.
+    CHECK(stopped_by_gate >= 1);
+    if (probe > 1s) CHECK(stopped_by_gate >= requests / 2);
+    CHECK(pricing->log().size() <= static_cast<std::size_t>(3 * requests - stopped_by_gate));
+    const std::string text = store->metrics();
+    CHECK(metric(text, R"(coretry_stops_total{route="/books/{id}",reason="dependency_unhealthy"})") == stopped_by_gate);
+    CHECK(metric(text, R"(bookstore_responses_total{route="/books/{id}",code="503"})") == requests);
+    CHECK(metric(text, R"(coretry_gate_open{dependency="pricing"})") == 0);
+    CHECK(metric(text, R"(coretry_gate_answers_total{dependency="pricing",answer="denied"})") > 0);
+  }
+}
+
+TEST_CASE("with --gate off there is no gate: no gate series and no call stopped as dependency_unhealthy") {
+  server_thread pricing;
+  bookstore::options o = gated_options(pricing.url("/status/503"));
+  o.gate = false;
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  constexpr int requests = 40;
+  for (int i = 0; i < requests; ++i) {
+    CAPTURE(i);
+    http_reply res = get(port, "/books/" + std::to_string(i));
+    CHECK(res.status == 503);
+    CHECK(res.fields["x-coretry-stop"] != "dependency_unhealthy");
+    CHECK(res.fields.count("Retry-After") == 0);
+  }
+  const std::string text = store->metrics();
+  CHECK(text.find("coretry_gate_") == std::string::npos);
+  CHECK(metric(text, R"(coretry_stops_total{route="/books/{id}",reason="dependency_unhealthy"})") == 0);
+  // Every operation made its three attempts or was stopped by the budget.
+  const double exhausted = metric(text, R"(coretry_stops_total{route="/books/{id}",reason="attempts_exhausted"})");
+  const double budget = metric(text, R"(coretry_stops_total{route="/books/{id}",reason="budget_exhausted"})");
+  CHECK(exhausted + budget == requests);
+}
+
+TEST_CASE("with pricing healthy the gate stays open and admits every retry") {
+  server_thread pricing;
+  // Each book's first call fails and every later one succeeds; each book is
+  // asked for twice, so one call in three fails: retries ask the gate, and
+  // far too few fail to close it.
+  bookstore_runner store{gated_options(pricing.url("/seq/{id}?steps=503,200"))};
+  const auto port = port_of(store->base_url());
+  constexpr int requests = 40;
+  for (int i = 0; i < requests; ++i) {
+    CAPTURE(i);
+    http_reply res = get(port, "/books/b" + std::to_string(i / 2));
+    CHECK(res.status == 200);
+    CHECK(res.fields.count("Retry-After") == 0);
+  }
+  const std::string text = store->metrics();
+  CHECK(metric(text, R"(coretry_gate_open{dependency="pricing"})") == 1);
+  CHECK(metric(text, R"(coretry_gate_level{dependency="pricing"})") == 0);
+  CHECK(pricing->log().size() == requests * 3 / 2);
+  CHECK(metric(text, R"(coretry_gate_answers_total{dependency="pricing",answer="admitted"})") == requests / 2);
+  CHECK(metric(text, R"(coretry_gate_answers_total{dependency="pricing",answer="probe"})") == 0);
+  CHECK(metric(text, R"(coretry_gate_answers_total{dependency="pricing",answer="denied"})") == 0);
+  CHECK(metric(text, R"(coretry_gate_answers_total{dependency="pricing",answer="held"})") == 0);
+  CHECK(metric(text, R"(coretry_stops_total{route="/books/{id}",reason="dependency_unhealthy"})") == 0);
 }
 
 TEST_CASE("hostile clients: an endless chunk extension is refused with bounded memory and counted") {

@@ -413,7 +413,8 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
       else if (name == "code") CHECK(std::regex_match(v, std::regex{"[0-9]{3}|other"}));
       else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+|\\+Inf"}));
       else if (name == "dependency") CHECK(v == "pricing");
-      else if (name == "answer") CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied"));
+      else if (name == "answer")
+        CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));
       else FAIL("unexpected label ", name);
     }
   }

@@ -66,8 +66,16 @@ struct options {
   /// back and lets only probes through. A call it stops is answered 503, with
   /// Retry-After while the gate is not open (see answer_for).
   bool gate = true;
-  /// The gate's rule: health window, thresholds, probe interval, longest hold.
-  coretry::local_gate::options gate_options{};
+  /// The gate's rule: health window, thresholds, probe interval, longest
+  /// hold. The library's defaults, except the longest hold: 100 ms (one
+  /// probe interval), not 10 s. A server's callers wait on its answer: a
+  /// retry whose slot is not the next one is stopped at once (a quick 503
+  /// with Retry-After) rather than held for most of its deadline.
+  coretry::local_gate::options gate_options = [] {
+    coretry::local_gate::options o;
+    o.max_hold = std::chrono::milliseconds(100);
+    return o;
+  }();
   /// Honour and send the attempt-count and retry-owner headers.
   bool coordination = true;
   /// At shutdown, how long attempts already sent may take to finish before

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   unsigned threads = 2;
   unsigned max_attempts = 3;
   long long attempt_timeout = 250, min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
-            backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000;
+            backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000, gate_max_hold = 100,
+            gate_probe_interval = 100;
   std::size_t max_connections = 64;
   long long header_timeout = opts.limits.header_timeout.count(), keep_alive_timeout = opts.limits.keep_alive_timeout.count();
   std::size_t max_clients = opts.max_clients;
@@ -42,8 +43,9 @@ int main(int argc, char** argv) {
                "backlog).\n\n"
                "With --gate on, one retry gate for pricing closes when more than about 60% of at least 100\n"
                "results in 10 s fail; it then lets one retry through per 100 ms, faster as they succeed, until\n"
-               "it opens again. A call it stops is answered 503, with Retry-After: 1 (the probe interval in\n"
-               "whole seconds) while the gate is not open.\n\n"
+               "it opens again. A retry waits for its slot at most --gate-max-hold; a call the gate stops is\n"
+               "answered 503, with Retry-After (the probe interval rounded up to whole seconds) while the gate\n"
+               "is not open.\n\n"
                "Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
@@ -53,6 +55,11 @@ int main(int argc, char** argv) {
   app.add_option("--gate", gate,
                  "shared retry gate on or off: while pricing mostly fails, retries pass only as probes")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--gate-probe-interval", gate_probe_interval, "ms between the retries a closed gate lets through")
+      ->capture_default_str()->check(CLI::Range(1ll, 3600000ll));
+  app.add_option("--gate-max-hold", gate_max_hold,
+                 "ms a retry may wait for its slot; one whose slot is later is stopped (503)")
+      ->capture_default_str()->check(CLI::Range(1ll, 3600000ll));
   app.add_option("--coordination", coordination, "honour and send the attempt-count and retry-owner headers")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--max-attempts", max_attempts, "attempts per call, the first included")
@@ -97,6 +104,8 @@ int main(int argc, char** argv) {
   opts.pricing_url = pricing;
   opts.budget = budget == "on";
   opts.gate = gate == "on";
+  opts.gate_options.probe_interval = milliseconds{gate_probe_interval};
+  opts.gate_options.max_hold = milliseconds{gate_max_hold};
   opts.coordination = coordination == "on";
   opts.policy.max_attempts = max_attempts;
   opts.policy.attempt_limit = milliseconds{attempt_timeout};

@@ -8,6 +8,9 @@
 //    through async_retry on a real steady_timer (deadline armed, strand,
 //    decision core, outcome). Reports ns per operation and heap allocations
 //    per operation, interleaved in rounds so both see the same machine.
+//    async_retry on the single-threaded io_context runs twice: without a
+//    gate and with an open local_gate shared by the round's operations (each
+//    success recorded); the ratio of the two is printed after the rows.
 // 2. Backoff: `pending` operations whose first attempt fails, all asleep in a
 //    one-hour backoff at once; reports heap bytes per pending operation, then
 //    the time to cancel them all and see every handler run.
@@ -26,6 +29,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -119,12 +123,14 @@ measurement run_direct_with_deadline(int operations) {
   });
 }
 
-/// Through async_retry, from a coroutine running as `kind` says.
-measurement run_retry(int operations, context_kind kind) {
-  return measure(operations, kind, [operations](asio::io_context& io) -> asio::awaitable<void> {
+/// Through async_retry, from a coroutine running as `kind` says, telling
+/// `gate` (if any) every attempt's result.
+measurement run_retry(int operations, context_kind kind, coretry::retry_gate* gate = nullptr) {
+  return measure(operations, kind, [operations, gate](asio::io_context& io) -> asio::awaitable<void> {
     coretry::policy p;
     coretry::retry_options options;
     options.safety = coretry::repeat_safety::idempotent;
+    options.gate = gate;
     const auto ex = co_await asio::this_coro::executor;
     for (int i = 0; i < operations; ++i) {
       auto result = co_await coretry::async_retry(
@@ -133,6 +139,15 @@ measurement run_retry(int operations, context_kind kind) {
       if (!result.succeeded()) std::abort();
     }
   });
+}
+
+/// async_retry on the single-threaded io_context with a local_gate that every
+/// operation of the run shares. Every attempt succeeds: the gate stays open.
+measurement run_retry_with_gate(int operations) {
+  coretry::local_gate gate;
+  const measurement m = run_retry(operations, context_kind::single_threaded, &gate);
+  if (!gate.is_open()) std::abort();
+  return m;
 }
 
 void bench_backoff(int pending) {
@@ -190,25 +205,37 @@ int main(int argc, char** argv) {
   run_retry(operations / 10, context_kind::single_threaded);
   run_retry(operations / 10, context_kind::shared);
   run_retry(operations / 10, context_kind::on_strand);
+  run_retry_with_gate(operations / 10);
   constexpr int rounds = 5;
-  constexpr int kinds = 5;
+  constexpr int kinds = 6;
+  constexpr int plain = 2; // async_retry, single-threaded io_context, no gate
+  constexpr int gated = 5; // the same with a local_gate
   const char* names[kinds] = {"direct co_await", "direct, hand-made deadline",
                               "async_retry, single-threaded io_context", "async_retry, strand per op",
-                              "async_retry, caller's strand"};
+                              "async_retry, caller's strand", "async_retry, single-threaded, local_gate"};
   measurement sums[kinds] = {};
+  double ratio_min = 0, ratio_max = 0; // of the rounds' gate/no-gate ns/op
   for (int r = 0; r < rounds; ++r) {
     const measurement m[kinds] = {run_direct(operations), run_direct_with_deadline(operations),
                                   run_retry(operations, context_kind::single_threaded),
                                   run_retry(operations, context_kind::shared),
-                                  run_retry(operations, context_kind::on_strand)};
+                                  run_retry(operations, context_kind::on_strand),
+                                  run_retry_with_gate(operations)};
     for (int i = 0; i < kinds; ++i) {
       sums[i].ns_per_op += m[i].ns_per_op / rounds;
       sums[i].allocs_per_op += m[i].allocs_per_op / rounds;
     }
+    const double ratio = m[gated].ns_per_op / m[plain].ns_per_op;
+    ratio_min = r == 0 ? ratio : std::min(ratio_min, ratio);
+    ratio_max = r == 0 ? ratio : std::max(ratio_max, ratio);
   }
   std::printf("happy path, %d operations x %d interleaved rounds (mean of rounds):\n", operations, rounds);
   for (int i = 0; i < kinds; ++i)
     std::printf("  %-40s %8.1f ns/op  %5.2f allocations/op\n", names[i], sums[i].ns_per_op, sums[i].allocs_per_op);
+  std::printf("  local_gate / no gate (single-threaded io_context): %.3f x ns/op (rounds %.3f to %.3f), "
+              "%+.2f allocations/op\n",
+              sums[gated].ns_per_op / sums[plain].ns_per_op, ratio_min, ratio_max,
+              sums[gated].allocs_per_op - sums[plain].allocs_per_op);
   bench_backoff(pending);
   return 0;
 }

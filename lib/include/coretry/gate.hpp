@@ -211,10 +211,12 @@ private:
 };
 
 /// A retry gate for one process: a gate_model made thread-safe. While the
-/// gate is open, recording a result and asking for a retry take no lock (one
-/// atomic update of the window and one load of the state); the mutex is
-/// taken only while the gate is closed or recovering, or when a failure may
-/// close it.
+/// gate is open, recording a result and asking for a retry take no lock and
+/// allocate nothing: recording a success is one compare-and-swap on a window
+/// bucket and one load of the state; recording a failure and asking also
+/// read the ten buckets (relaxed loads) to judge the window, and an answer
+/// bumps one relaxed counter. The mutex is taken only while the gate is
+/// closed or recovering, or when a failure may close it.
 class local_gate final : public retry_gate {
 public:
   /// The model's options.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace coretry {
 
@@ -92,8 +93,15 @@ decision decision_core::begin(duration origin) {
   return d;
 }
 
+decision_core::~decision_core() { end_probe(); }
+
+void decision_core::end_probe() noexcept {
+  if (gate_ && probe_ != 0) gate_->probe_ended(std::exchange(probe_, 0));
+}
+
 decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
   if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
+  end_probe();
   decision d = plan_after_attempt(elapsed, v, safety);
   // A retry the budget would refuse now is not slept for: the operation stops
   // at once. The token itself is taken after the sleep (sleep_finished).
@@ -176,7 +184,10 @@ std::optional<decision> decision_core::hold_at_gate(duration elapsed) {
   }
   const gate_decision answer = gate_->ask(now, latest, held_ ? &*held_ : nullptr);
   switch (answer.what) {
-  case gate_decision::action::admit: held_.reset(); return std::nullopt;
+  case gate_decision::action::admit:
+    held_.reset();
+    probe_ = answer.ticket;
+    return std::nullopt;
   case gate_decision::action::wait:
     if (answer.at <= now) { // a slot already due is an admission
       held_.reset();

@@ -54,6 +54,8 @@ gate_model::gate_model(const options& opts) : options_(opts) {
   check(opts.recheck_interval > duration::zero() && opts.recheck_interval <= duration(1h),
         "recheck_interval must be positive and at most 1 h");
   check(opts.slow_start_steps <= 30, "slow_start_steps must be at most 30");
+  check(opts.probe_timeout > duration::zero() && opts.probe_timeout <= duration(1h),
+        "probe_timeout must be positive and at most 1 h");
   check(opts.max_hold > duration::zero() && opts.max_hold <= duration(24h),
         "max_hold must be positive and at most 24 h");
   bucket_width_ = opts.window / buckets;
@@ -123,6 +125,7 @@ duration gate_model::slot_interval() const noexcept {
 void gate_model::close(duration now) noexcept {
   state_ = state::recovering;
   level_ = 0;
+  probe_out_ = 0;
   step_accepts_ = step_failures_ = 0;
   next_slot_ = std::max(next_slot_, now);
   ++generation_;
@@ -148,6 +151,7 @@ void gate_model::step(attempt_status result, duration now) noexcept {
       failure_pressure({std::uint64_t{step_accepts_} + step_failures_, step_accepts_}) <= options_.close_above;
   if (healthy && step_accepts_ >= options_.step_successes) {
     step_accepts_ = step_failures_ = 0;
+    probe_out_ = 0;
     if (level_ < options_.slow_start_steps) {
       ++level_;
       return;
@@ -166,6 +170,7 @@ void gate_model::step(attempt_status result, duration now) noexcept {
     // Back to probes: the faster slots already handed out are revoked; their
     // holders get new ones at the probe rate when they come back.
     level_ = 0;
+    probe_out_ = 0;
     ++generation_;
     next_slot_ = saturating_add(now, options_.probe_interval);
   }
@@ -176,27 +181,52 @@ gate_decision gate_model::ask(duration now, duration latest, const gate_decision
     if (!unhealthy(window_counts(now))) return gate_decision::admit();
     close(now);
   }
+  // Closed, a probe still out holds back the next one.
+  const bool probe_out = level_ == 0 && probe_out_ != 0 && now - probe_out_since_ < options_.probe_timeout;
   if (held && held->what == gate_decision::action::wait && held->ticket == generation_) {
-    if (now >= held->at) return gate_decision::admit(); // its own slot
-    return *held;                                       // woke early: the slot is still ahead
+    if (now < held->at) return *held; // woke early: the slot is still ahead
+    if (!probe_out) return admit_probe(now); // its own slot
+    return recheck(now, latest);              // its slot came while a probe was still out
   }
   const duration slot = std::max(now, next_slot_);
   if (slot > latest) return gate_decision::deny(); // nothing reserved
+  if (slot == now && probe_out) return recheck(now, latest); // a slot now, but a probe is out
   if (slot - now > saturating_mul(slot_interval(), options_.slots_ahead)) {
-    // Further ahead than slots are promised: not promised at today's rate, which may grow
-    // before then. The retry asks again at a point of a golden-ratio sequence
-    // between one and two recheck_interval away, unless it could not come
-    // back before its latest instant.
-    spread_ += 0x9e3779b9u;
-    const auto extra = static_cast<duration::rep>(static_cast<double>(options_.recheck_interval.count()) *
-                                                  (static_cast<double>(spread_) / 4294967296.0));
-    const duration again = saturating_add(saturating_add(now, options_.recheck_interval), duration(extra));
-    if (again <= latest && again - now <= options_.max_hold) return gate_decision::wait_until(again, 0);
+    // Further ahead than slots are promised: not promised at today's rate,
+    // which may grow before then. The retry asks again later, unless it
+    // could not come back before its latest instant.
+    const gate_decision again = recheck(now, latest);
+    if (again.what == gate_decision::action::wait) return again;
   }
   if (slot - now > options_.max_hold) return gate_decision::deny();
   next_slot_ = saturating_add(slot, slot_interval());
-  if (slot == now) return gate_decision::admit();
+  if (slot == now) return admit_probe(now);
   return gate_decision::wait_until(slot, generation_);
+}
+
+gate_decision gate_model::recheck(duration now, duration latest) noexcept {
+  // At a point of a golden-ratio sequence between one and two
+  // recheck_interval away, so that the retries told to ask again come back
+  // spread out.
+  spread_ += 0x9e3779b9u;
+  const auto extra = static_cast<duration::rep>(static_cast<double>(options_.recheck_interval.count()) *
+                                                (static_cast<double>(spread_) / 4294967296.0));
+  const duration again = saturating_add(saturating_add(now, options_.recheck_interval), duration(extra));
+  if (again <= latest && again - now <= options_.max_hold) return gate_decision::wait_until(again, 0);
+  return gate_decision::deny();
+}
+
+gate_decision gate_model::admit_probe(duration now) noexcept {
+  const std::uint64_t ticket = ++probes_;
+  if (level_ == 0) {
+    probe_out_ = ticket;
+    probe_out_since_ = now;
+  }
+  return gate_decision::admit_probe(ticket);
+}
+
+void gate_model::probe_ended(std::uint64_t ticket) noexcept {
+  if (ticket != 0 && ticket == probe_out_) probe_out_ = 0;
 }
 
 void local_gate::record(attempt_status result, duration now) noexcept {
@@ -241,6 +271,12 @@ bool local_gate::allow_first_attempt(duration now, random_source& random) {
   if (draw >= p) return true;
   throttled_.fetch_add(1, std::memory_order_relaxed);
   return false;
+}
+
+void local_gate::probe_ended(std::uint64_t ticket) noexcept {
+  if (ticket == 0) return;
+  std::lock_guard lock(mutex_);
+  model_.probe_ended(ticket);
 }
 
 local_gate::answers local_gate::counts() const noexcept {

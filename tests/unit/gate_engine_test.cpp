@@ -100,11 +100,14 @@ struct gated_run {
   }
 };
 
-/// Closes `gate` at time zero and takes the slots at 0, 100 and 200 ms: the
-/// next retry to ask gets 300 ms.
+/// Closes `gate` at time zero and takes the slots at 0, 100 and 200 ms (the
+/// first a probe that ends at once): the next retry to ask gets 300 ms.
 void close_and_take_three_slots(coretry::retry_gate& gate) {
   for (int i = 0; i < 10; ++i) gate.record(coretry::attempt_status::transient, 0ms);
-  for (int i = 0; i < 3; ++i) (void)gate.ask(0ms, coretry::duration::max(), nullptr);
+  for (int i = 0; i < 3; ++i) {
+    const coretry::gate_decision d = gate.ask(0ms, coretry::duration::max(), nullptr);
+    if (d.what == coretry::gate_decision::action::admit) gate.probe_ended(d.ticket);
+  }
 }
 
 } // namespace
@@ -324,4 +327,83 @@ TEST_CASE("gate engine: a throttled first attempt stops the operation before it 
   CHECK(t.results[1]->reason == stop_reason::succeeded);
   CHECK(dependency.calls == 1);
   CHECK(throttling.counts().throttled == 1);
+}
+
+namespace {
+
+/// A dependency that takes 250 ms to fail every call.
+struct slow_dependency {
+  int calls = 0;
+  asio::awaitable<int> call() {
+    ++calls;
+    manual_timer work(co_await asio::this_coro::executor);
+    work.expires_after(250ms);
+    co_await work.async_wait(asio::use_awaitable);
+    co_return 503;
+  }
+  auto factory() {
+    return [this](context) { return call(); };
+  }
+};
+
+} // namespace
+
+TEST_CASE("gate engine: a slow dependency gets one probe at a time") {
+  gated_run t;
+  auto o = gate_options();
+  o.slots_ahead = 1; // the default
+  coretry::local_gate gate(o);
+  for (int i = 0; i < 4; ++i) gate.record(coretry::attempt_status::transient, 0ms); // closed at 0
+  t.options.gate = &gate;
+  slow_dependency dependency;
+  coretry::policy p = gated_policy();
+  p.attempt_limit = 1s;
+  p.overall_deadline = 3s;
+  for (int i = 0; i < 5; ++i) t.start(p, dependency.factory());
+  t.runner.run();
+  // Every retry was a probe; none started while another was out, so they
+  // follow one another, each at least 250 ms after the last began.
+  std::vector<std::pair<coretry::duration, coretry::duration>> probes;
+  for (const auto& r : t.results)
+    for (std::size_t a = 1; a < r->records.size(); ++a) probes.emplace_back(r->records[a].start, r->records[a].end);
+  std::sort(probes.begin(), probes.end());
+  REQUIRE(probes.size() >= 5);
+  for (std::size_t i = 1; i < probes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(probes[i].first >= probes[i - 1].second);
+  }
+  // At one per 100 ms they would have been about 27 in the 2.7 s; one at a
+  // time they are at most one per 250 ms.
+  CHECK(probes.size() <= 11);
+  // Each ends held by the gate or out of time, never by attempts.
+  for (const auto& r : t.results)
+    CHECK((r->reason == stop_reason::dependency_unhealthy || r->reason == stop_reason::deadline_exhausted));
+}
+
+TEST_CASE("gate engine: a probe whose operation is cancelled ends, and the next goes at once") {
+  gated_run t;
+  auto o = gate_options();
+  o.slots_ahead = 1;
+  coretry::local_gate gate(o);
+  for (int i = 0; i < 4; ++i) gate.record(coretry::attempt_status::transient, 0ms);
+  t.options.gate = &gate;
+  slow_dependency dependency;
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::policy p = gated_policy();
+  p.attempt_limit = 1s;
+  coretry::async_retry<manual_timer>(t.io.get_executor(), p, t.options, dependency.factory(), status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto r) {
+                                       result = std::move(r);
+                                     }));
+  t.runner.run_until(manual_clock::time_point(300ms)); // failed at 250, probe admitted at 260 ms
+  REQUIRE(dependency.calls == 2);
+  cancel.emit(asio::cancellation_type::terminal);
+  t.runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(t.runner.elapsed() == 300ms);
+  // The cancelled probe no longer holds the next one back: 200 ms later
+  // (well within the probe timeout of 1 s) a retry is admitted at once.
+  CHECK(gate.ask(500ms, coretry::duration::max(), nullptr).what == coretry::gate_decision::action::admit);
 }

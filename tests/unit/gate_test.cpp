@@ -100,9 +100,11 @@ TEST_CASE("gate model: probes at the probe interval, only the next slot promised
   gate_model g(small());
   fail_n(g, 10, 9ms); // closes at 9 ms: the first slot is 9 ms
   REQUIRE(g.current() == gate_model::state::recovering);
-  CHECK(g.ask(9ms, never, nullptr).what == action::admit);
+  const gate_decision first = g.ask(9ms, never, nullptr);
+  CHECK(first.what == action::admit);
   const gate_decision second = g.ask(10ms, never, nullptr);
   CHECK(is_wait_until(second, 109ms));
+  g.probe_ended(first.ticket); // (one probe at a time: see below)
   // The slot after (209 ms) is more than one slot ahead: not promised. The
   // retry is told to ask again, and nothing is reserved for it.
   const gate_decision third = g.ask(11ms, never, nullptr);
@@ -112,7 +114,9 @@ TEST_CASE("gate model: probes at the probe interval, only the next slot promised
   // Coming back early for a slot: wait again for the same one.
   CHECK(is_wait_until(g.ask(100ms, never, &second), 109ms));
   // At its slot, the holder is admitted without taking another.
-  CHECK(g.ask(109ms, never, &second).what == action::admit);
+  const gate_decision second_admitted = g.ask(109ms, never, &second);
+  CHECK(second_admitted.what == action::admit);
+  g.probe_ended(second_admitted.ticket);
   // The third comes back: 209 ms is now the next slot, and it is promised.
   const gate_decision promised = g.ask(third.at, never, &third);
   CHECK(is_wait_until(promised, 209ms));
@@ -310,6 +314,8 @@ TEST_CASE("gate model: bad options are refused by name") {
                        doctest::Contains("slow_start_steps"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.max_hold = 0ms; })), doctest::Contains("max_hold"),
                        std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.probe_timeout = 0ms; })), doctest::Contains("probe_timeout"),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.fallback_failures = 0; })),
                        doctest::Contains("fallback_failures"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.slots_ahead = 0; })), doctest::Contains("slots_ahead"),
@@ -404,4 +410,48 @@ TEST_CASE("gate: first attempts are throttled only when asked, with the window's
     CHECK(healthy.allow_first_attempt(1ms, draws));
     CHECK(draws.draws_used() == 2);
   }
+}
+
+TEST_CASE("gate model: while closed, one probe at a time") {
+  gate_model g(small());
+  fail_n(g, 10, 0ms);
+  const gate_decision first = g.ask(0ms, never, nullptr);
+  REQUIRE(first.what == action::admit);
+  CHECK(first.ticket != 0); // a probe: the gate wants to hear when it ends
+  // The next slot (100 ms) is promised as usual, but when it comes while
+  // the first probe is still out, its holder is told to ask again.
+  const gate_decision second = g.ask(50ms, never, nullptr);
+  REQUIRE(is_wait_until(second, 100ms));
+  CHECK(is_recheck(g.ask(100ms, never, &second), 100ms));
+  // A slot free at once is not taken either while the probe is out.
+  CHECK(is_recheck(g.ask(200ms, never, nullptr), 200ms));
+  // Once it has ended, the next retry to ask is the next probe.
+  g.probe_ended(first.ticket);
+  const gate_decision third = g.ask(210ms, never, nullptr);
+  REQUIRE(third.what == action::admit);
+  CHECK(third.ticket != first.ticket);
+  // An old ticket ending changes nothing: the third is still out.
+  g.probe_ended(first.ticket);
+  CHECK(is_recheck(g.ask(400ms, never, nullptr), 400ms));
+  // A probe that never ends holds the next back only for probe_timeout (1 s).
+  CHECK(is_recheck(g.ask(1200ms, never, nullptr), 1200ms));
+  CHECK(g.ask(1210ms, never, nullptr).what == action::admit);
+  // An open gate's admissions are no probes.
+  gate_model open(small());
+  CHECK(open.ask(0ms, never, nullptr).ticket == 0);
+}
+
+TEST_CASE("gate model: once the rate has grown, probes overlap") {
+  gate_model g(small());
+  fail_n(g, 10, 0ms);
+  const gate_decision first = g.ask(0ms, never, nullptr);
+  g.record(attempt_status::success, 10ms);
+  g.probe_ended(first.ticket);
+  const gate_decision second = g.ask(100ms, never, nullptr);
+  REQUIRE(second.what == action::admit);
+  g.record(attempt_status::success, 110ms);
+  g.probe_ended(second.ticket);
+  REQUIRE(g.level() == 1);
+  CHECK(g.ask(200ms, never, nullptr).what == action::admit); // level 1: a slot per 50 ms
+  CHECK(g.ask(250ms, never, nullptr).what == action::admit); // the one at 200 ms is still out
 }

@@ -51,6 +51,10 @@ public:
   /// Throws std::invalid_argument naming the problem when `p` does not validate.
   decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr,
                 retry_gate* gate = nullptr);
+  /// Tells the gate that a probe it admitted is over, if one still is.
+  ~decision_core();
+  decision_core(const decision_core&) = delete;
+  decision_core& operator=(const decision_core&) = delete;
 
   /// The first attempt (records the initial request in the budget), unless
   /// the gate rejects it (retry_gate::allow_first_attempt): then a stop,
@@ -85,6 +89,8 @@ private:
   /// The gate's answer for a retry at `elapsed`: start (nothing to do), a
   /// sleep until the reserved slot, or a stop.
   std::optional<decision> hold_at_gate(duration elapsed);
+  /// Tells the gate the probe it admitted is over (once).
+  void end_probe() noexcept;
 
   coretry::policy policy_;
   random_source* random_;
@@ -92,6 +98,7 @@ private:
   retry_gate* gate_;
   duration origin_{};
   std::optional<gate_decision> held_; // the gate's last wait, presented when asking again
+  std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
   unsigned attempts_ = 0;
   duration previous_wait_{}; // decorrelated jitter draws from it
 };

@@ -25,11 +25,18 @@ struct gate_decision {
   /// wait: the instant to ask again at (the operation's reserved slot), on
   /// the clock the gate's callers share, as time since that clock's epoch.
   duration at{};
-  /// wait: identifies the reservation; given back with the next question.
+  /// wait: identifies the reservation; given back with the next question
+  /// (0: no slot is held, the retry just asks again). admit: nonzero when
+  /// the retry is a probe the gate wants to hear the end of
+  /// (retry_gate::probe_ended).
   std::uint64_t ticket = 0;
 
   /// Send the retry now.
   static constexpr gate_decision admit() noexcept { return {}; }
+  /// Send the retry now, as probe `ticket`: tell probe_ended when it is over.
+  static constexpr gate_decision admit_probe(std::uint64_t ticket) noexcept {
+    return {action::admit, {}, ticket};
+  }
   /// Ask again at `at`, presenting `ticket`.
   static constexpr gate_decision wait_until(duration at, std::uint64_t ticket) noexcept {
     return {action::wait, at, ticket};
@@ -58,6 +65,10 @@ public:
   /// (the answer is then deny). `held` is the previous answer when it was a
   /// wait (the operation comes back for its slot), else null.
   virtual gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept = 0;
+  /// A retry admitted with a nonzero ticket (a probe) is over: its result
+  /// was recorded, or the operation ended without one (cancelled, failed,
+  /// destroyed). Called once per such admission. The default ignores it.
+  virtual void probe_ended(std::uint64_t ticket) noexcept { (void)ticket; }
   /// Asked before an operation's first attempt, at `now`: false stops the
   /// operation before it sends anything (dependency_unhealthy). `random` is
   /// the operation's own source, for a gate that rejects with a probability.
@@ -84,7 +95,9 @@ public:
 /// failures: a dependency failing half the time keeps the gate open.
 ///
 /// **Closed** (level 0): retries pass only as probes, one slot per
-/// `probe_interval`. A retry asking for a slot gets the next free one: at
+/// `probe_interval`, and one at a time: while a probe is out (admitted, not
+/// yet ended, for less than `probe_timeout`) no other is admitted, so a
+/// dependency that answers slowly sees fewer probes, not more in flight. A retry asking for a slot gets the next free one: at
 /// once if it is free now, else a wait until it (each held retry its own
 /// slot, so they never wake together), or deny when that slot is after the
 /// retry's `latest` instant or more than `max_hold` away. A slot is promised
@@ -127,6 +140,9 @@ public:
     double close_above = 0.2;
     /// While closed, one retry per this interval.
     duration probe_interval = std::chrono::milliseconds(100);
+    /// While closed, a probe holds back the next one until it ends or for
+    /// this long, whichever comes first.
+    duration probe_timeout = std::chrono::seconds(1);
     /// Successes at one level needed to double the rate.
     unsigned step_successes = 2;
     /// Failures at one level that, with p above close_above, fall back to probes.
@@ -161,6 +177,8 @@ public:
   void record(attempt_status result, duration now) noexcept;
   /// Answers a retry at `now` (see retry_gate::ask).
   gate_decision ask(duration now, duration latest, const gate_decision* held) noexcept;
+  /// A probe admitted with `ticket` is over (see retry_gate::probe_ended).
+  void probe_ended(std::uint64_t ticket) noexcept;
 
   /// The current state.
   state current() const noexcept { return state_; }
@@ -208,6 +226,11 @@ private:
   duration next_slot_{};
   std::uint64_t generation_ = 1; ///< tickets of an earlier generation are revoked
   std::uint32_t spread_ = 0;     ///< position in the sequence that spreads re-asks
+  std::uint64_t probes_ = 0;     ///< tickets handed to probes so far
+  std::uint64_t probe_out_ = 0;  ///< the probe out at level 0 (its ticket), or 0
+  duration probe_out_since_{};
+  gate_decision recheck(duration now, duration latest) noexcept;
+  gate_decision admit_probe(duration now) noexcept;
 };
 
 /// A retry gate for one process: a gate_model made thread-safe. While the
@@ -236,6 +259,9 @@ public:
   /// Lock-free; draws from `random` only when the rejection probability is
   /// above zero.
   bool allow_first_attempt(duration now, random_source& random) override;
+  /// See retry_gate::probe_ended. Takes the mutex (probes only come while
+  /// the gate is not open).
+  void probe_ended(std::uint64_t ticket) noexcept override;
 
   /// Whether every retry is admitted now, for metrics.
   bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }

@@ -32,7 +32,9 @@ struct retry_options {
   retry_budget* budget = nullptr;
   /// Shared retry gate (thread-safe), told every attempt's result and asked
   /// before every retry; null means none. All operations sharing one gate
-  /// must use one timer clock: the gate compares their instants.
+  /// must use one timer clock: the gate compares their instants. The gate
+  /// must outlive every operation using it (an operation destroyed unrun,
+  /// with its io_context, still tells the gate its probe is over).
   retry_gate* gate = nullptr;
   /// Receives the operation's events; null means none.
   retry_observer* observer = nullptr;

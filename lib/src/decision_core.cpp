@@ -161,11 +161,19 @@ decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, r
 decision decision_core::sleep_finished(duration elapsed) {
   decision d = start_if_useful(elapsed);
   if (d.what != decision::action::start_attempt) return d;
-  if (gate_)
+  if (gate_) {
+    // A retry the bucket could not pay for is not held, nor given a slot.
+    if (budget_ && !budget_->retry_available()) return decision::stop(stop_reason::budget_exhausted);
     if (std::optional<decision> held = hold_at_gate(elapsed)) return *held;
+  }
   // The token is taken immediately before the retry is sent, after the
-  // deadline check, so a retry that will not happen costs no token.
-  if (budget_ && !budget_->try_acquire_retry()) return decision::stop(stop_reason::budget_exhausted);
+  // deadline check, so a retry that will not happen costs no token. One
+  // admitted by the gate that finds the bucket emptied by another thread
+  // meanwhile gives its probe back.
+  if (budget_ && !budget_->try_acquire_retry()) {
+    end_probe();
+    return decision::stop(stop_reason::budget_exhausted);
+  }
   ++attempts_;
   return d;
 }

@@ -18,6 +18,9 @@ namespace {
 constexpr unsigned count_bits = 20;
 constexpr std::uint64_t count_max = (std::uint64_t{1} << count_bits) - 1;
 constexpr std::uint64_t tag_mask = (std::uint64_t{1} << 24) - 1;
+// How many bucket widths late a result may be and still be told apart from a
+// stale bucket: four windows.
+constexpr std::uint64_t late_results = 40;
 
 constexpr std::uint64_t tag_of(std::uint64_t word) noexcept { return word >> (2 * count_bits); }
 constexpr std::uint64_t accepts_of(std::uint64_t word) noexcept { return (word >> count_bits) & count_max; }
@@ -76,9 +79,13 @@ void gate_model::count(attempt_status result, duration now) noexcept {
   do {
     if (word != 0 && tag_of(word) != tag) {
       // A result from a caller whose clock reading is older than the
-      // bucket's (it was late to count): the bucket holds newer results.
+      // bucket's (it was late to count, by a window or more): the bucket
+      // holds newer results. Any other difference is a bucket last written
+      // long ago, to be overwritten: however long the gate sat idle, a
+      // stale tag is never taken for a newer one (the epoch is kept modulo
+      // 2^24, so only one stale age in 2^24 buckets could be).
       const std::uint64_t ahead = (tag_of(word) - tag) & tag_mask;
-      if (ahead < (tag_mask + 1) / 2) return;
+      if (ahead <= late_results) return;
     }
     if (word != 0 && tag_of(word) == tag) {
       const std::uint64_t a = accepts_of(word) + (success && accepts_of(word) < count_max ? 1 : 0);

@@ -407,3 +407,27 @@ TEST_CASE("gate engine: a probe whose operation is cancelled ends, and the next 
   // (well within the probe timeout of 1 s) a retry is admitted at once.
   CHECK(gate.ask(500ms, coretry::duration::max(), nullptr).what == coretry::gate_decision::action::admit);
 }
+
+TEST_CASE("gate engine: a retry the bucket cannot pay for is neither held nor given a slot") {
+  gated_run t;
+  coretry::token_bucket_budget budget({.capacity = 1, .tokens_per_initial_request = 0});
+  t.options.budget = &budget;
+  recovering_dependency dependency{10s};
+  t.gate.record(coretry::attempt_status::transient, 0ms); // with the failures at 10 ms: closed
+  for (int i = 0; i < 4; ++i) t.start(gated_policy(), dependency.factory());
+  t.runner.run();
+  // At 20 ms the first takes the probe and the only token; the others find
+  // the bucket empty and stop at once, holding no slot.
+  CHECK(t.results[0]->reason == stop_reason::budget_exhausted); // after its retry, at 30 ms
+  CHECK(t.completed_at[0] == 30ms);
+  for (std::size_t i = 1; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(t.results[i]->reason == stop_reason::budget_exhausted);
+    CHECK(t.completed_at[i] == 20ms);
+  }
+  CHECK(t.gate.counts().held == 0);
+  // The slot after the probe's is still free.
+  const coretry::gate_decision next = t.gate.ask(30ms, coretry::duration::max(), nullptr);
+  CHECK(next.what == coretry::gate_decision::action::wait);
+  CHECK(next.at == 120ms);
+}

@@ -74,6 +74,22 @@ TEST_CASE("gate model: a mostly failing dependency closes it, once enough result
   CHECK(mostly_failing.current() == gate_model::state::recovering);
 }
 
+TEST_CASE("gate model: after any idle time the window counts again") {
+  // Buckets of 100 us, their epochs kept modulo 2^24: a bucket last written
+  // 8,388,610 epochs ago (half the modulus and a little more, about 14
+  // minutes) must be taken as stale and overwritten, not as newer.
+  auto o = small();
+  o.window = 1ms;
+  gate_model g(o);
+  g.record(attempt_status::transient, 0ms);
+  const duration later = 8'388'610 * 100us;
+  g.record(attempt_status::transient, later);
+  CHECK(g.window_counts(later).requests == 1);
+  // A result late by a whole window is dropped: the bucket holds newer ones.
+  g.record(attempt_status::transient, later - 1ms);
+  CHECK(g.window_counts(later).requests == 1);
+}
+
 TEST_CASE("gate model: permanent rejections are no health signal") {
   gate_model g(small());
   for (int i = 0; i < 100; ++i) g.record(attempt_status::permanent, 0ms);

@@ -25,8 +25,10 @@ struct gate_decision {
   /// wait: the instant to ask again at (the operation's reserved slot), on
   /// the clock the gate's callers share, as time since that clock's epoch.
   duration at{};
-  /// wait: identifies the reservation; given back with the next question
-  /// (0: no slot is held, the retry just asks again). admit: nonzero when
+  /// wait: the generation of the gate's slots the reservation belongs to
+  /// (shared by every holder of that generation; a fall back revokes it),
+  /// given back with the next question (0: no slot is held, the retry just
+  /// asks again). admit: nonzero when
   /// the retry is a probe the gate wants to hear the end of
   /// (retry_gate::probe_ended).
   std::uint64_t ticket = 0;
@@ -95,9 +97,12 @@ public:
 /// failures: a dependency failing half the time keeps the gate open.
 ///
 /// **Closed** (level 0): retries pass only as probes, one slot per
-/// `probe_interval`, and one at a time: while a probe is out (admitted, not
-/// yet ended, for less than `probe_timeout`) no other is admitted, so a
-/// dependency that answers slowly sees fewer probes, not more in flight. A retry asking for a slot gets the next free one: at
+/// `probe_interval`, and one at a time: while a probe admitted at level 0 is
+/// out (not yet ended, for less than `probe_timeout`) no other is admitted,
+/// so a dependency that answers slowly sees fewer probes, not more in flight
+/// (after a fall back, retries admitted at the faster level may still be out
+/// when the first new probe goes). A retry asking for a slot gets the next
+/// free one: at
 /// once if it is free now, else a wait until it (each held retry its own
 /// slot, so they never wake together), or deny when that slot is after the
 /// retry's `latest` instant or more than `max_hold` away. A slot is promised
@@ -106,7 +111,8 @@ public:
 /// to ask again after between one and two `recheck_interval` (spread by a
 /// fixed low-discrepancy sequence, so that the held retries do not come back
 /// together), by which time the rate may have grown. Only a retry that could
-/// not come back before its `latest` instant reserves a slot further ahead.
+/// not come back before its `latest` instant, or whose `max_hold` is
+/// shorter than a recheck, reserves a slot further ahead (up to `max_hold`).
 /// So a gate holding many retries never promises slots at the probe rate far
 /// into a future in which it will admit faster, and when it opens, the held
 /// retries come back spread over `2 x recheck_interval`.
@@ -156,9 +162,13 @@ public:
     /// A retry whose slot is further ahead asks again after between one and
     /// two of these.
     duration recheck_interval = std::chrono::milliseconds(100);
-    /// Also throttle first attempts, as client-side adaptive throttling does:
+    /// Also throttle first attempts, after client-side adaptive throttling:
     /// once the window holds min_requests results, a first attempt is
-    /// rejected with probability p (the window's failure pressure). Off by
+    /// rejected with probability p (the window's failure pressure; rejected
+    /// first attempts are not counted as requests, unlike that rule). The
+    /// draw comes from the operation's random source on the thread that
+    /// starts the operation: share a source between threads only if it is
+    /// thread-safe. Off by
     /// default: first attempts are the callers' own load, and rejecting them
     /// turns a partial outage into failures the dependency never saw.
     bool throttle_first_attempts = false;

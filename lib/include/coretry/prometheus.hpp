@@ -75,7 +75,7 @@ private:
 ///   coretry_successes_total{route}             operations that ended in success
 ///   coretry_attempt_failures_total{route,category}
 ///   coretry_attempts_per_operation{route,le}   histogram (buckets 1..9, +Inf)
-///   coretry_backoffs_total{route}              sleeps between attempts
+///   coretry_backoffs_total{route}              sleeps between attempts (a retry gate's waits included)
 ///   coretry_backoff_seconds_total{route}       time slept (scheduled) between attempts
 ///   coretry_cancellations_total{route}
 ///   coretry_stops_total{route,reason}          every reason, zeros included

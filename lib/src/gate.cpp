@@ -110,6 +110,31 @@ gate_model::counts gate_model::window_counts(duration now) const noexcept {
   return c;
 }
 
+gate_model::counts gate_model::judged_counts(duration now) const noexcept {
+  counts c = window_counts(now);
+  const counts p = peers();
+  c.requests += p.requests;
+  c.accepts += p.accepts;
+  return c;
+}
+
+void gate_model::set_fleet(const counts& peers, unsigned processes) noexcept {
+  constexpr std::uint64_t top = 0xffffffffu;
+  const std::uint64_t r = std::min(peers.requests, top);
+  const std::uint64_t a = std::min({peers.accepts, peers.requests, top});
+  peers_.store((r << 32) | a, std::memory_order_relaxed);
+  processes_.store(std::max(1u, processes), std::memory_order_relaxed);
+}
+
+gate_model::counts gate_model::peers() const noexcept {
+  const std::uint64_t word = peers_.load(std::memory_order_relaxed);
+  return {word >> 32, word & 0xffffffffu};
+}
+
+void gate_model::reconsider(duration now) noexcept {
+  if (state_ == state::open && unhealthy(judged_counts(now))) close(now);
+}
+
 double gate_model::failure_pressure(const counts& c) const noexcept {
   const double requests = static_cast<double>(c.requests);
   return std::max(0.0, (requests - options_.k * static_cast<double>(c.accepts)) / (requests + 1.0));
@@ -121,12 +146,13 @@ bool gate_model::unhealthy(const counts& c) const noexcept {
 
 double gate_model::first_attempt_rejection(duration now) const noexcept {
   if (!options_.throttle_first_attempts) return 0.0;
-  const counts c = window_counts(now);
+  const counts c = judged_counts(now);
   return c.requests >= options_.min_requests ? failure_pressure(c) : 0.0;
 }
 
 duration gate_model::slot_interval() const noexcept {
-  return std::max(duration(1), options_.probe_interval / (std::int64_t{1} << level_));
+  const duration fleet = saturating_mul(options_.probe_interval, processes());
+  return std::max(duration(1), fleet / (std::int64_t{1} << level_));
 }
 
 void gate_model::close(duration now) noexcept {
@@ -146,7 +172,7 @@ void gate_model::record(attempt_status result, duration now) noexcept {
 void gate_model::react(attempt_status result, duration now) noexcept {
   if (result == attempt_status::permanent) return;
   if (state_ == state::open) {
-    if (result == attempt_status::transient && unhealthy(window_counts(now))) close(now);
+    if (result == attempt_status::transient && unhealthy(judged_counts(now))) close(now);
     return;
   }
   step(result, now);
@@ -169,6 +195,8 @@ void gate_model::step(attempt_status result, duration now) noexcept {
     level_ = 0;
     ++generation_;
     for (auto& bucket : window_) bucket.store(0, std::memory_order_relaxed);
+    peers_.store(0, std::memory_order_relaxed);
+    openings_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (!healthy && step_failures_ >= options_.fallback_failures) {
@@ -185,7 +213,7 @@ void gate_model::step(attempt_status result, duration now) noexcept {
 
 gate_decision gate_model::ask(duration now, duration latest, const gate_decision* held) noexcept {
   if (state_ == state::open) {
-    if (!unhealthy(window_counts(now))) return gate_decision::admit();
+    if (!unhealthy(judged_counts(now))) return gate_decision::admit();
     close(now);
   }
   // Closed, a probe still out holds back the next one.
@@ -239,9 +267,11 @@ void gate_model::probe_ended(std::uint64_t ticket) noexcept {
 void local_gate::record(attempt_status result, duration now) noexcept {
   if (result == attempt_status::permanent) return;
   model_.count(result, now);
+  recorded_requests_.fetch_add(1, std::memory_order_relaxed);
+  if (result == attempt_status::success) recorded_accepts_.fetch_add(1, std::memory_order_relaxed);
   // Open and healthy: nothing to decide, no lock.
   if (open_.load(std::memory_order_acquire) &&
-      (result == attempt_status::success || !model_.unhealthy(model_.window_counts(now))))
+      (result == attempt_status::success || !model_.unhealthy(model_.judged_counts(now))))
     return;
   std::lock_guard lock(mutex_);
   model_.react(result, now);
@@ -261,7 +291,7 @@ gate_decision local_gate::counted(gate_decision d, bool probe) noexcept {
 }
 
 gate_decision local_gate::ask(duration now, duration latest, const gate_decision* held) noexcept {
-  if (open_.load(std::memory_order_acquire) && !model_.unhealthy(model_.window_counts(now)))
+  if (open_.load(std::memory_order_acquire) && !model_.unhealthy(model_.judged_counts(now)))
     return counted(gate_decision::admit(), false);
   std::lock_guard lock(mutex_);
   const gate_decision d = model_.ask(now, latest, held);
@@ -290,6 +320,14 @@ local_gate::answers local_gate::counts() const noexcept {
   return {admitted_.load(std::memory_order_relaxed), probes_.load(std::memory_order_relaxed),
           held_.load(std::memory_order_relaxed), denied_.load(std::memory_order_relaxed),
           throttled_.load(std::memory_order_relaxed)};
+}
+
+void local_gate::set_fleet(const gate_model::counts& peers, unsigned processes, duration now) noexcept {
+  model_.set_fleet(peers, processes);
+  if (!open_.load(std::memory_order_acquire) || !model_.unhealthy(model_.judged_counts(now))) return;
+  std::lock_guard lock(mutex_);
+  model_.reconsider(now);
+  open_.store(model_.current() == gate_model::state::open, std::memory_order_release);
 }
 
 unsigned local_gate::level() const {

@@ -53,6 +53,89 @@ private:
   std::atomic<std::int64_t> units_;
 };
 
+/// The local side of a token bucket a fleet of processes shares (through a
+/// store such as Redis, see coretry::redis::shared_state): retries are paid
+/// with tokens leased from the fleet's bucket in small batches, deposits are
+/// passed on in batches, and no call on the hot path waits for the store.
+/// The store is reached by a reconciler, one exchange at a time:
+/// begin_exchange() says what to send, exchange_succeeded() or
+/// exchange_failed() what came back.
+///
+/// **Shared** (the initial state): a retry takes one leased token; with none
+/// leased it is denied until an exchange brings tokens. A process starts
+/// with none, so the fleet's bound holds even for the requests that arrive
+/// before its first exchange: the fleet sends at most the fleet bucket's
+/// capacity plus its deposits, however many processes share it.
+///
+/// **Local** (after an exchange failed, until one succeeds): retries are
+/// paid from a token bucket of this process's own, as token_bucket_budget
+/// does. It receives every deposit, shared or not, so that it is ready when
+/// it is needed; while local, each process of the fleet may spend its own
+/// bucket. Leased tokens are kept for when sharing resumes.
+///
+/// Thread-safe; the hot path (record_initial_request, try_acquire_retry,
+/// retry_available) takes no lock and allocates nothing.
+class leased_budget final : public retry_budget {
+public:
+  struct options {
+    /// The fleet's bucket and the local fallback bucket (the same rule).
+    double capacity = 20.0;
+    double tokens_per_initial_request = 0.1;
+    /// The most tokens one process holds leased (1 to 1000).
+    unsigned max_lease = 5;
+  };
+  /// What one exchange sends to the fleet's bucket.
+  struct request {
+    /// Deposits since the last exchange, in millionths of a token (at most
+    /// the capacity's worth: more would overflow the bucket anyway).
+    std::int64_t deposit_units = 0;
+    /// Tokens wanted: max_lease less those held.
+    unsigned want = 0;
+  };
+  static constexpr std::int64_t units_per_token = 1'000'000;
+
+  leased_budget() : leased_budget(options{}) {}
+  /// Throws std::invalid_argument naming the bad option.
+  explicit leased_budget(options opts);
+
+  void record_initial_request() noexcept override;
+  bool try_acquire_retry() noexcept override;
+  bool retry_available() const noexcept override;
+
+  /// Takes the deposits gathered since the last exchange and says how many
+  /// tokens to ask for. Only the reconciler calls it, one exchange at a time.
+  request begin_exchange() noexcept;
+  /// The fleet's bucket granted `granted` tokens (at most the request's
+  /// want): they are leased, and the budget is shared.
+  void exchange_succeeded(unsigned granted) noexcept;
+  /// The exchange failed (the store is unreachable, slow or refused): the
+  /// budget is local until an exchange succeeds. The request's deposits are
+  /// dropped, never sent twice: a failed exchange may still have reached the
+  /// store. Returns true when this changed the budget from shared to local.
+  bool exchange_failed() noexcept;
+
+  /// Whether retries are paid from the fleet's bucket now.
+  bool shared() const noexcept { return shared_.load(std::memory_order_acquire); }
+  /// Tokens leased and not yet spent.
+  unsigned leased() const noexcept { return static_cast<unsigned>(lease_.load(std::memory_order_relaxed)); }
+  /// The options in force.
+  const options& settings() const noexcept { return options_; }
+  /// Tokens in the local fallback bucket.
+  double local_tokens() const noexcept { return local_.tokens(); }
+
+private:
+  static token_bucket_budget::options bucket_options(const options& o) {
+    return {o.capacity, o.tokens_per_initial_request};
+  }
+  options options_;
+  std::int64_t deposit_units_;
+  std::int64_t capacity_units_;
+  token_bucket_budget local_;
+  std::atomic<bool> shared_{true};
+  std::atomic<std::int64_t> lease_{0};
+  std::atomic<std::int64_t> pending_units_{0};
+};
+
 } // namespace coretry
 
 #endif

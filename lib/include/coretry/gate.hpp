@@ -192,6 +192,9 @@ public:
 
   /// The current state.
   state current() const noexcept { return state_; }
+  /// Closes the gate at `now` if it is open and judged_counts says
+  /// unhealthy (after set_fleet brought the peers' failures). Not thread-safe.
+  void reconsider(duration now) noexcept;
   /// The slow-start level while recovering (0: probes only).
   unsigned level() const noexcept { return level_; }
   /// The interval between slots at the current level.
@@ -201,8 +204,28 @@ public:
     std::uint64_t requests = 0; ///< successes plus transient failures
     std::uint64_t accepts = 0;  ///< successes
   };
-  /// The window's counts at `now`.
+  /// The window's counts at `now`: this gate's own results only.
   counts window_counts(duration now) const noexcept;
+  /// What health is judged on at `now`: the window's counts plus the other
+  /// processes' (set_fleet). Without a fleet, the window's counts.
+  counts judged_counts(duration now) const noexcept;
+
+  /// Shares the gate with a fleet of `processes` processes (at least 1)
+  /// whose other members had `peers` results in the window: health is
+  /// judged on the fleet's results, and every slot interval is multiplied
+  /// by `processes`, so that the fleet, each member at one level, lets
+  /// through what one gate would. set_fleet({}, 1) is a gate on its own
+  /// again. Lock-free; the slot interval changes from the next slot handed
+  /// out. Peer counts above 2^32 - 1 are taken as 2^32 - 1.
+  void set_fleet(const counts& peers, unsigned processes) noexcept;
+  /// The other processes' results last set (set_fleet).
+  counts peers() const noexcept;
+  /// The fleet's size last set (set_fleet); 1 on its own.
+  unsigned processes() const noexcept { return processes_.load(std::memory_order_relaxed); }
+  /// How many times the gate has opened after an outage. When it opens, the
+  /// peers' counts are forgotten with the window's: a fleet member that sees
+  /// this number change tells the fleet to forget the outage too.
+  std::uint64_t openings() const noexcept { return openings_.load(std::memory_order_relaxed); }
   /// p = max(0, (requests - K x accepts) / (requests + 1)) for `c`.
   double failure_pressure(const counts& c) const noexcept;
   /// Whether `c` says unhealthy: at least min_requests and p > close_above.
@@ -228,6 +251,10 @@ private:
   options options_;
   duration bucket_width_;
   std::array<std::atomic<std::uint64_t>, buckets> window_{};
+  // The fleet (set_fleet): peers' requests (high 32 bits) and accepts (low).
+  std::atomic<std::uint64_t> peers_{0};
+  std::atomic<unsigned> processes_{1};
+  std::atomic<std::uint64_t> openings_{0};
   // Recovery state: guarded by local_gate's mutex.
   state state_ = state::open;
   unsigned level_ = 0;
@@ -288,11 +315,27 @@ public:
   /// The slow-start level while recovering, for metrics.
   unsigned level() const;
 
+  /// Shares the gate with a fleet (see gate_model::set_fleet), at `now`:
+  /// closes it if the fleet's results say unhealthy.
+  void set_fleet(const gate_model::counts& peers, unsigned processes, duration now) noexcept;
+  /// Health signals this gate has recorded since it was made (successes plus
+  /// transient failures, and successes), for a fleet member to publish.
+  gate_model::counts recorded() const noexcept {
+    return {recorded_requests_.load(std::memory_order_relaxed), recorded_accepts_.load(std::memory_order_relaxed)};
+  }
+  /// See gate_model::openings.
+  std::uint64_t openings() const noexcept { return model_.openings(); }
+  /// The options in force.
+  const options& settings() const noexcept { return model_.settings(); }
+  /// See gate_model::processes.
+  unsigned processes() const noexcept { return model_.processes(); }
+
 private:
   gate_decision counted(gate_decision d, bool probe) noexcept;
   gate_model model_;
   std::atomic<bool> open_{true};
   std::atomic<std::uint64_t> admitted_{0}, probes_{0}, held_{0}, denied_{0}, throttled_{0};
+  std::atomic<std::uint64_t> recorded_requests_{0}, recorded_accepts_{0};
   mutable std::mutex mutex_;
 };
 

@@ -1,0 +1,108 @@
+#ifndef CORETRY_REDIS_SHARED_STATE_HPP
+#define CORETRY_REDIS_SHARED_STATE_HPP
+/// @file
+/// One retry budget and one retry gate per dependency, shared by a fleet of
+/// processes through Redis. See lib/README.md, "Running a fleet".
+
+#include <coretry/budget.hpp>
+#include <coretry/gate.hpp>
+#include <coretry/policy.hpp>
+#include <coretry/redis/url.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace coretry::redis {
+
+/// Shares the budgets and gates of named dependencies with every process
+/// that names the same Redis, prefix and dependency.
+///
+/// **The hot path never waits for Redis.** The budget (coretry::leased_budget)
+/// and gate (coretry::local_gate) it hands out are local objects. A
+/// reconciler, one coroutine on the given executor, exchanges with Redis
+/// every `period`: for each dependency one script (EVALSHA), which adds this
+/// process's deposits to the fleet's token bucket and leases it up to
+/// `max_lease` tokens, registers the process, adds the gate results this
+/// process recorded since the last exchange to the fleet's window and answers
+/// the other processes' counts in that window and the number of live
+/// processes. The gate judges health on the fleet's counts, and spaces its
+/// slots by the number of processes, so that the fleet lets through what one
+/// gate would.
+///
+/// **Redis failing is a fault like any other.** An exchange that fails or
+/// takes longer than `period`, a connection refused, lost or not made within
+/// `connect_timeout`, a refused AUTH: every budget and gate falls back to
+/// local at once (the budget to its own bucket, the gate to its own window
+/// and rate), the reconciler reconnects after coretry's backoff
+/// (`reconnect`), and sharing resumes with the first exchange that succeeds.
+///
+/// Construct, add the dependencies (budget(), gate()), then start(). stop()
+/// or destruction ends the reconciler (the budgets and gates stay usable,
+/// local). Thread-safe for the getters; budget() and gate() before start().
+class shared_state {
+public:
+  struct options {
+    endpoint server;
+    /// First part of every key (1 to 64 of A-Z a-z 0-9 _ - . :).
+    std::string prefix = "coretry";
+    /// Time between two exchanges, and the longest one may take (1 ms to 60 s).
+    duration period = std::chrono::milliseconds(50);
+    /// The longest a connection (lookup, connect, AUTH, SELECT) may take.
+    duration connect_timeout = std::chrono::milliseconds(500);
+    /// Waits between reconnection attempts (coretry's backoff, full jitter).
+    backoff_policy reconnect{std::chrono::milliseconds(50), 2.0, std::chrono::seconds(1), jitter_kind::full};
+    /// This process's name in the fleet (1 to 64 of A-Z a-z 0-9 _ - . :);
+    /// empty: 16 random hexadecimal digits.
+    std::string process_id;
+    /// Told each new problem with Redis (a different message than the last
+    /// one), and when sharing resumes (an empty message). Called on the
+    /// reconciler's executor. Never given a password.
+    std::function<void(std::string_view)> on_problem;
+  };
+
+  /// Throws std::invalid_argument naming the bad option.
+  shared_state(boost::asio::any_io_executor ex, options opts);
+  /// Stops the reconciler.
+  ~shared_state();
+  shared_state(const shared_state&) = delete;
+  shared_state& operator=(const shared_state&) = delete;
+
+  /// The shared budget of `dependency` (1 to 64 of A-Z a-z 0-9 _ - .).
+  /// Throws std::invalid_argument for a bad name or options,
+  /// std::logic_error after start() or when the name is already used.
+  std::shared_ptr<leased_budget> budget(std::string_view dependency, const leased_budget::options& opts);
+  /// The shared gate of `dependency`. Throws as budget() does. A dependency
+  /// may have a budget, a gate or both.
+  std::shared_ptr<local_gate> gate(std::string_view dependency, const local_gate::options& opts);
+
+  /// Starts the reconciler (once).
+  void start();
+  /// Ends the reconciler: it stops at its next step, closes its connection
+  /// and leaves every budget and gate local. Safe to call more than once.
+  void stop() noexcept;
+
+  /// Whether the last exchange succeeded (the budgets and gates are shared).
+  bool up() const noexcept;
+  /// How many times sharing was given up for local state (each fall back).
+  std::uint64_t fallbacks() const noexcept;
+  /// Exchanges that succeeded, for metrics.
+  std::uint64_t exchanges() const noexcept;
+  /// The keys of `dependency`'s state begin with this:
+  /// `PREFIX:{DEPENDENCY}:` (the hash tag keeps them on one cluster shard).
+  std::string key_prefix(std::string_view dependency) const;
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+} // namespace coretry::redis
+
+#endif

@@ -1,0 +1,184 @@
+#include "resp.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <array>
+#include <cstdlib>
+#include <new>
+
+namespace coretry::redis::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The reader builds coretry's reply objects through these, so that the
+// bounds hold before anything is allocated: an array header announcing more
+// than max_array_elements is refused (returning null makes the reader fail),
+// and a bulk string cannot exceed max_reply_bytes because no more than that
+// is ever fed for one reply.
+reply* attach(const redisReadTask* task, reply&& r) {
+  if (task->parent) {
+    auto* parent = static_cast<reply*>(task->parent->obj);
+    if (task->idx < 0 || static_cast<std::size_t>(task->idx) >= parent->elements.size()) return nullptr;
+    parent->elements[static_cast<std::size_t>(task->idx)] = std::move(r);
+    return &parent->elements[static_cast<std::size_t>(task->idx)];
+  }
+  return new (std::nothrow) reply(std::move(r));
+}
+
+void* make_string(const redisReadTask* task, char* s, size_t n) noexcept {
+  try {
+    reply r;
+    r.type = task->type == REDIS_REPLY_ERROR    ? reply::kind::error
+             : task->type == REDIS_REPLY_STATUS ? reply::kind::status
+                                                : reply::kind::string;
+    r.text.assign(s, n);
+    return attach(task, std::move(r));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void* make_array(const redisReadTask* task, int elements) noexcept {
+  if (elements < 0 || elements > max_array_elements) return nullptr;
+  try {
+    reply r;
+    r.type = reply::kind::array;
+    r.elements.resize(static_cast<std::size_t>(elements));
+    return attach(task, std::move(r));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void* make_integer(const redisReadTask* task, long long value) noexcept {
+  try {
+    reply r;
+    r.type = reply::kind::integer;
+    r.integer = value;
+    return attach(task, std::move(r));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void* make_nil(const redisReadTask* task) noexcept {
+  try {
+    return attach(task, reply{});
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// Only a top-level reply is owned on its own; elements belong to their parent.
+void free_reply(void* r) noexcept { delete static_cast<reply*>(r); }
+
+redisReplyObjectFunctions functions = {make_string, make_array, make_integer, make_nil, free_reply};
+
+} // namespace
+
+void connection::reader_deleter::operator()(redisReader* r) const noexcept { redisReaderFree(r); }
+
+connection::connection(asio::any_io_executor ex) : socket_(std::move(ex)) {}
+
+connection::~connection() = default;
+
+void connection::reset_reader() {
+  reader_.reset(redisReaderCreateWithFunctions(&functions));
+  if (!reader_) throw std::bad_alloc();
+}
+
+void connection::close() noexcept {
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  reader_.reset();
+}
+
+asio::awaitable<void> connection::open(const endpoint& at) {
+  close();
+  asio::ip::tcp::resolver resolver(socket_.get_executor());
+  const auto found = co_await resolver.async_resolve(at.host, std::to_string(at.port), asio::use_awaitable);
+  co_await asio::async_connect(socket_, found, asio::use_awaitable);
+  socket_.set_option(asio::ip::tcp::no_delay(true));
+  reset_reader();
+  if (!at.password.empty()) {
+    std::vector<std::string> auth;
+    auth.push_back("AUTH");
+    if (at.user) auth.push_back(*at.user);
+    auth.push_back(at.password);
+    const reply r = co_await command(auth);
+    if (r.type != reply::kind::status) {
+      close();
+      // The server's words, not the command: the password is never shown.
+      throw protocol_error("Redis refused AUTH: " + (r.type == reply::kind::error ? r.text.substr(0, 200) : "an unexpected reply"));
+    }
+  }
+  if (at.db != 0) {
+    std::vector<std::string> select;
+    select.push_back("SELECT");
+    select.push_back(std::to_string(at.db));
+    const reply r = co_await command(select);
+    if (r.type != reply::kind::status) {
+      close();
+      throw protocol_error("Redis refused SELECT " + std::to_string(at.db) + ": " +
+                           (r.type == reply::kind::error ? r.text.substr(0, 200) : "an unexpected reply"));
+    }
+  }
+}
+
+asio::awaitable<reply> connection::command(const std::vector<std::string>& args) {
+  if (!reader_) throw protocol_error("Redis connection is not open");
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  argv.reserve(args.size());
+  lengths.reserve(args.size());
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  char* formatted = nullptr;
+  const int n = redisFormatCommandArgv(&formatted, static_cast<int>(args.size()), argv.data(), lengths.data());
+  if (n < 0 || !formatted) throw std::bad_alloc();
+  std::unique_ptr<char, void (*)(char*)> owned(formatted, redisFreeCommand);
+  co_await asio::async_write(socket_, asio::buffer(formatted, static_cast<std::size_t>(n)), asio::use_awaitable);
+
+  std::vector<char> buffer(4096);
+  std::size_t fed = 0;
+  for (;;) {
+    void* out = nullptr;
+    if (redisReaderGetReply(reader_.get(), &out) != REDIS_OK) {
+      const std::string why = reader_->errstr;
+      close();
+      throw protocol_error("Redis sent a reply coretry does not accept (" + why + ")");
+    }
+    if (out) {
+      std::unique_ptr<reply> r(static_cast<reply*>(out));
+      if (reader_->pos < reader_->len) { // one command, one reply: anything more is not ours
+        close();
+        throw protocol_error("Redis sent more than one reply to one command");
+      }
+      co_return std::move(*r);
+    }
+    if (fed >= max_reply_bytes) {
+      close();
+      throw protocol_error("Redis sent a reply longer than 64 KiB");
+    }
+    const std::size_t want = std::min(buffer.size(), max_reply_bytes - fed);
+    const std::size_t got = co_await socket_.async_read_some(asio::buffer(buffer.data(), want), asio::use_awaitable);
+    fed += got;
+    if (redisReaderFeed(reader_.get(), buffer.data(), got) != REDIS_OK) {
+      close();
+      throw protocol_error("Redis reply could not be read");
+    }
+  }
+}
+
+} // namespace coretry::redis::detail

@@ -1,0 +1,71 @@
+// One Redis connection of coretry's own: an Asio TCP socket, with hiredis's
+// command formatter and RESP reader. Every step is an awaitable that honours
+// terminal cancellation (run it under coretry::async_with_deadline), and
+// every reply is bounded before it is built.
+#ifndef CORETRY_REDIS_RESP_HPP
+#define CORETRY_REDIS_RESP_HPP
+
+#include <coretry/redis/url.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct redisReader;
+
+namespace coretry::redis::detail {
+
+/// One reply, built by the reader (no hiredis object outlives a read).
+struct reply {
+  enum class kind { string, array, integer, nil, status, error };
+  kind type = kind::nil;
+  long long integer = 0;
+  std::string text; ///< string, status, error
+  std::vector<reply> elements;
+};
+
+/// The largest reply accepted (bytes on the wire), and the most elements of
+/// one array: coretry's replies are a few integers.
+constexpr std::size_t max_reply_bytes = 64 * 1024;
+constexpr int max_array_elements = 64;
+
+/// A hostile or broken server: the connection is unusable after it.
+class protocol_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+class connection {
+public:
+  explicit connection(boost::asio::any_io_executor ex);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  /// Looks `at` up, connects, and logs in (AUTH, then SELECT when the
+  /// database is not 0). Throws system_error (network) or protocol_error
+  /// (the server refused: the message names the refusal, never the password).
+  boost::asio::awaitable<void> open(const endpoint& at);
+  /// Sends one command and reads its reply (an error reply is a reply).
+  boost::asio::awaitable<reply> command(const std::vector<std::string>& args);
+  /// Closes the socket; open() may be called again.
+  void close() noexcept;
+  bool is_open() const noexcept { return socket_.is_open(); }
+
+private:
+  void reset_reader();
+  boost::asio::ip::tcp::socket socket_;
+  struct reader_deleter {
+    void operator()(redisReader* r) const noexcept;
+  };
+  std::unique_ptr<redisReader, reader_deleter> reader_;
+};
+
+} // namespace coretry::redis::detail
+
+#endif

@@ -1,0 +1,330 @@
+#include <coretry/redis/shared_state.hpp>
+
+#include "exchange_script.hpp"
+#include "resp.hpp"
+
+#include <coretry/decision_core.hpp>
+#include <coretry/random.hpp>
+#include <coretry/with_deadline.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+namespace coretry::redis {
+
+namespace asio = boost::asio;
+using detail::reply;
+
+namespace {
+
+bool name_ok(std::string_view s, bool colon) noexcept {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.' || (colon && c == ':');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void check(bool ok, const std::string& problem) {
+  if (!ok) throw std::invalid_argument("coretry::redis::shared_state: " + problem);
+}
+
+long long milliseconds(duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+duration steady_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
+
+// Redis is away for good (for the keys' lifetime): the fleet's bucket and
+// process list are forgotten and start again.
+constexpr long long key_lifetime_ms = 10 * 60 * 1000;
+
+} // namespace
+
+struct shared_state::impl {
+  struct dependency {
+    std::string name;
+    std::string keys; // PREFIX:{NAME}:
+    std::shared_ptr<leased_budget> budget;
+    std::shared_ptr<local_gate> gate;
+    gate_model::counts published{}; // the gate's recorded() as last sent
+    std::uint64_t openings = 0;     // the gate's openings() as last told to the fleet
+  };
+
+  impl(asio::any_io_executor ex, options o) : strand(asio::make_strand(std::move(ex))), opts(std::move(o)) {}
+
+  asio::strand<asio::any_io_executor> strand;
+  options opts;
+  std::vector<dependency> deps;
+  bool started = false;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> up{false};
+  std::atomic<std::uint64_t> fallbacks{0}, exchanges{0};
+  asio::cancellation_signal cancel; // used on the strand only
+  // The reconciler's own (on the strand).
+  bool sharing = true; // the budgets start shared, with empty leases
+  std::string sha;
+  std::string last_problem;
+
+  void tell(std::string_view message) {
+    if (message == last_problem) return;
+    last_problem = std::string(message);
+    if (opts.on_problem) {
+      try {
+        opts.on_problem(message);
+      } catch (...) {
+      }
+    }
+  }
+
+  void fall_back(std::string_view problem) {
+    up.store(false, std::memory_order_release);
+    const duration now = steady_now();
+    for (auto& d : deps) {
+      if (d.budget) d.budget->exchange_failed();
+      if (d.gate) d.gate->set_fleet({}, 1, now);
+    }
+    if (sharing) fallbacks.fetch_add(1, std::memory_order_relaxed);
+    sharing = false;
+    tell(problem);
+  }
+
+  template <class T>
+  asio::awaitable<T> within(duration limit, asio::awaitable<T> op) {
+    auto outcome = co_await async_with_deadline<T>(
+        strand, instant_after(std::chrono::steady_clock::now(), limit), std::move(op), asio::use_awaitable);
+    if (outcome.exception) std::rethrow_exception(outcome.exception);
+    if (outcome.error) throw boost::system::system_error(outcome.error);
+    co_return std::move(*outcome.value);
+  }
+
+  static std::vector<std::string> load_command() { return {"SCRIPT", "LOAD", detail::exchange_script}; }
+
+  asio::awaitable<int> connect(detail::connection& conn) {
+    co_await conn.open(opts.server);
+    const reply r = co_await conn.command(load_command());
+    if (r.type != reply::kind::string || r.text.size() != 40)
+      throw detail::protocol_error("Redis did not load the exchange script" +
+                                   (r.type == reply::kind::error ? ": " + r.text.substr(0, 200) : std::string()));
+    sha = r.text;
+    co_return 0;
+  }
+
+  asio::awaitable<reply> run_script(detail::connection& conn, std::vector<std::string> args) {
+    reply r = co_await conn.command(args);
+    if (r.type == reply::kind::error && r.text.rfind("NOSCRIPT", 0) == 0) {
+      // The server forgot it (SCRIPT FLUSH): load it again, once.
+      const reply loaded = co_await conn.command(load_command());
+      if (loaded.type != reply::kind::string || loaded.text.size() != 40)
+        throw detail::protocol_error("Redis did not load the exchange script again");
+      sha = loaded.text;
+      args[1] = sha;
+      r = co_await conn.command(args);
+    }
+    co_return r;
+  }
+
+  // EVALSHA's arguments for one dependency (see exchange_script.hpp).
+  std::vector<std::string> script_arguments(const dependency& d, const leased_budget::request& req,
+                                            const gate_model::counts& delta, bool forget) const {
+    const leased_budget::options bucket = d.budget ? d.budget->settings() : leased_budget::options{};
+    const duration gate_width = d.gate ? d.gate->settings().window / 10 : duration::zero();
+    const long long stale = std::max<long long>(500, 4 * milliseconds(opts.period));
+    std::vector<std::string> args;
+    args.reserve(18);
+    args.push_back("EVALSHA");
+    args.push_back(sha);
+    args.push_back("2");
+    args.push_back(d.keys + "budget");
+    args.push_back(d.keys + "processes");
+    args.push_back(std::to_string(std::llround(bucket.capacity * leased_budget::units_per_token)));
+    args.push_back(std::to_string(req.deposit_units));
+    args.push_back(std::to_string(req.want));
+    args.push_back(opts.process_id);
+    args.push_back(std::to_string(d.gate ? std::max<long long>(1, milliseconds(gate_width)) : 0));
+    args.push_back("10");
+    args.push_back(std::to_string(delta.requests));
+    args.push_back(std::to_string(delta.accepts));
+    args.push_back(forget ? "1" : "0");
+    args.push_back(std::to_string(stale));
+    args.push_back(std::to_string(key_lifetime_ms));
+    args.push_back(d.budget ? "1" : "0");
+    args.push_back(d.keys + "window:");
+    return args;
+  }
+
+  asio::awaitable<int> exchange(detail::connection& conn, dependency& d) {
+    const leased_budget::request req = d.budget ? d.budget->begin_exchange() : leased_budget::request{};
+    gate_model::counts recorded{}, delta{};
+    bool forget = false;
+    if (d.gate) {
+      recorded = d.gate->recorded();
+      delta = {recorded.requests - d.published.requests, recorded.accepts - d.published.accepts};
+      d.published = recorded; // sent once, even if the exchange fails after reaching Redis
+      const std::uint64_t openings = d.gate->openings();
+      forget = openings != d.openings;
+      d.openings = openings;
+    }
+    std::vector<std::string> args = script_arguments(d, req, delta, forget);
+    const reply r = co_await run_script(conn, std::move(args));
+    if (r.type == reply::kind::error)
+      throw detail::protocol_error("Redis refused the exchange script: " + r.text.substr(0, 200));
+    if (r.type != reply::kind::array || r.elements.size() != 5)
+      throw detail::protocol_error("Redis answered the exchange script with something else than 5 numbers");
+    std::vector<long long> v(5);
+    for (std::size_t i = 0; i < 5; ++i) {
+      if (r.elements[i].type != reply::kind::integer || r.elements[i].integer < 0)
+        throw detail::protocol_error("Redis answered the exchange script with something else than 5 numbers");
+      v[i] = r.elements[i].integer;
+    }
+    if (d.budget) d.budget->exchange_succeeded(static_cast<unsigned>(std::min<long long>(v[0], req.want)));
+    if (d.gate) {
+      const unsigned processes = static_cast<unsigned>(std::clamp<long long>(v[1], 1, 1'000'000));
+      d.gate->set_fleet({static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])}, processes,
+                        steady_now());
+    }
+    co_return 0;
+  }
+
+  static asio::awaitable<void> run(std::shared_ptr<impl> self) {
+    impl& s = *self;
+    detail::connection conn(s.strand);
+    asio::steady_timer timer(s.strand);
+    unsigned failures = 0;
+    random_source& jitter = independent_random::instance();
+    while (!s.stopping.load(std::memory_order_acquire)) {
+      std::string problem;
+      try {
+        if (!conn.is_open()) co_await s.within(s.opts.connect_timeout, s.connect(conn));
+        const auto started = std::chrono::steady_clock::now();
+        for (auto& d : s.deps) co_await s.within(s.opts.period, s.exchange(conn, d));
+        s.exchanges.fetch_add(1, std::memory_order_relaxed);
+        s.up.store(true, std::memory_order_release);
+        if (!s.sharing) s.tell("");
+        s.sharing = true;
+        failures = 0;
+        timer.expires_at(instant_after(started, s.opts.period));
+        co_await timer.async_wait(asio::use_awaitable);
+        continue;
+      } catch (const boost::system::system_error& e) {
+        if (s.stopping.load(std::memory_order_acquire)) break;
+        problem = e.code() == attempt_error::timed_out ? "Redis did not answer in time"
+                                                       : "Redis unreachable: " + e.code().message();
+      } catch (const detail::protocol_error& e) {
+        problem = e.what();
+      } catch (const std::exception& e) {
+        problem = std::string("Redis exchange failed: ") + e.what();
+      }
+      conn.close();
+      s.fall_back(problem);
+      const duration window = backoff_window(s.opts.reconnect, failures < 64 ? failures : 64);
+      ++failures;
+      timer.expires_after(duration(static_cast<duration::rep>(jitter.uniform(static_cast<std::uint64_t>(window.count())))));
+      try {
+        co_await timer.async_wait(asio::use_awaitable);
+      } catch (const boost::system::system_error&) {
+      }
+    }
+    conn.close();
+    // Stopped: every budget and gate is local from now on (not a fault).
+    s.up.store(false, std::memory_order_release);
+    for (auto& d : s.deps) {
+      if (d.budget) d.budget->exchange_failed();
+      if (d.gate) d.gate->set_fleet({}, 1, steady_now());
+    }
+  }
+};
+
+shared_state::shared_state(asio::any_io_executor ex, options opts) {
+  check(name_ok(opts.prefix, true), "prefix must be 1 to 64 of A-Z a-z 0-9 _ - . :");
+  check(opts.period >= std::chrono::milliseconds(1) && opts.period <= std::chrono::seconds(60),
+        "period must be between 1 ms and 60 s");
+  check(opts.connect_timeout >= std::chrono::milliseconds(1) && opts.connect_timeout <= std::chrono::seconds(60),
+        "connect_timeout must be between 1 ms and 60 s");
+  check(opts.reconnect.initial_window > duration::zero() && opts.reconnect.max_window >= opts.reconnect.initial_window &&
+            opts.reconnect.max_window <= std::chrono::minutes(10) && opts.reconnect.multiplier >= 1.0 &&
+            opts.reconnect.multiplier <= 100.0,
+        "reconnect must have 0 < initial_window <= max_window <= 10 min and a multiplier between 1 and 100");
+  check(!opts.server.host.empty(), "no Redis host");
+  if (opts.process_id.empty()) {
+    static constexpr char digits[] = "0123456789abcdef";
+    auto& random = independent_random::instance();
+    for (int i = 0; i < 16; ++i) opts.process_id += digits[random.uniform(15)];
+  }
+  check(name_ok(opts.process_id, true), "process_id must be 1 to 64 of A-Z a-z 0-9 _ - . :");
+  impl_ = std::make_shared<impl>(std::move(ex), std::move(opts));
+}
+
+shared_state::~shared_state() { stop(); }
+
+namespace {
+shared_state::impl::dependency& add(shared_state::impl& s, std::string_view name, const std::string& keys) {
+  if (s.started) throw std::logic_error("coretry::redis::shared_state: dependencies are added before start()");
+  check(name_ok(name, false), "a dependency name must be 1 to 64 of A-Z a-z 0-9 _ - .");
+  for (auto& d : s.deps)
+    if (d.name == name) return d;
+  if (s.deps.size() >= 64) throw std::logic_error("coretry::redis::shared_state: at most 64 dependencies");
+  s.deps.push_back({std::string(name), keys, nullptr, nullptr, {}, 0});
+  return s.deps.back();
+}
+} // namespace
+
+std::shared_ptr<leased_budget> shared_state::budget(std::string_view dependency, const leased_budget::options& opts) {
+  auto& d = add(*impl_, dependency, key_prefix(dependency));
+  if (d.budget) throw std::logic_error("coretry::redis::shared_state: the dependency already has a budget");
+  d.budget = std::make_shared<leased_budget>(opts);
+  return d.budget;
+}
+
+std::shared_ptr<local_gate> shared_state::gate(std::string_view dependency, const local_gate::options& opts) {
+  auto& d = add(*impl_, dependency, key_prefix(dependency));
+  if (d.gate) throw std::logic_error("coretry::redis::shared_state: the dependency already has a gate");
+  d.gate = std::make_shared<local_gate>(opts);
+  d.openings = d.gate->openings();
+  return d.gate;
+}
+
+void shared_state::start() {
+  if (impl_->started) throw std::logic_error("coretry::redis::shared_state: already started");
+  impl_->started = true;
+  auto self = impl_;
+  asio::dispatch(self->strand, [self] {
+    asio::co_spawn(self->strand, impl::run(self), asio::bind_cancellation_slot(self->cancel.slot(), asio::detached));
+  });
+}
+
+void shared_state::stop() noexcept {
+  auto self = impl_;
+  if (!self || self->stopping.exchange(true)) return;
+  try {
+    asio::post(self->strand, [self] { self->cancel.emit(asio::cancellation_type::terminal); });
+  } catch (...) {
+  }
+}
+
+bool shared_state::up() const noexcept { return impl_->up.load(std::memory_order_acquire); }
+std::uint64_t shared_state::fallbacks() const noexcept { return impl_->fallbacks.load(std::memory_order_relaxed); }
+std::uint64_t shared_state::exchanges() const noexcept { return impl_->exchanges.load(std::memory_order_relaxed); }
+
+std::string shared_state::key_prefix(std::string_view dependency) const {
+  return impl_->opts.prefix + ":{" + std::string(dependency) + "}:";
+}
+
+} // namespace coretry::redis

@@ -1,0 +1,161 @@
+#include <coretry/redis/url.hpp>
+
+#include <boost/asio/ip/address.hpp>
+
+#include <charconv>
+#include <stdexcept>
+#include <variant>
+
+namespace coretry::redis {
+
+namespace {
+
+constexpr std::size_t max_url = 4096;
+
+int hex(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> decoded(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+bool dns_name(std::string_view h) noexcept {
+  if (h.empty() || h.size() > 253) return false;
+  std::size_t label = 0;
+  for (char c : h) {
+    if (c == '.') {
+      if (label == 0) return false;
+      label = 0;
+      continue;
+    }
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    if (!ok || ++label > 63) return false;
+  }
+  return true;
+}
+
+// The URL as it may be printed: the userinfo replaced by "***".
+std::string shown(std::string_view url) {
+  if (url.size() > 200) url = url.substr(0, 200);
+  const auto scheme = url.find("://");
+  const std::size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const auto at = url.find('@', start);
+  std::string out;
+  if (at != std::string_view::npos && url.substr(start, at - start).find('/') == std::string_view::npos)
+    out = std::string(url.substr(0, start)) + "***" + std::string(url.substr(at));
+  else
+    out = std::string(url);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return "'" + out + "'";
+}
+
+std::variant<endpoint, std::string> read(std::string_view url) {
+  const auto fail = [&](std::string_view why) {
+    return std::variant<endpoint, std::string>(std::string("bad Redis URL ") + shown(url) + ": " + std::string(why));
+  };
+  if (url.size() > max_url) return fail("longer than 4096 bytes");
+  constexpr std::string_view scheme = "redis://";
+  if (url.substr(0, scheme.size()) != scheme)
+    return fail("the scheme must be redis:// (rediss://, TLS, is not supported)");
+  std::string_view rest = url.substr(scheme.size());
+  if (rest.find_first_of("?#") != std::string_view::npos) return fail("a query or fragment is not allowed");
+  for (char c : rest)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return fail("it contains a space or control character");
+  endpoint e;
+  const auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+  const auto at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    const std::string_view user = userinfo.substr(0, colon);
+    const std::string_view pass = colon == std::string_view::npos ? std::string_view{} : userinfo.substr(colon + 1);
+    if (colon == std::string_view::npos) return fail("the userinfo must be [USER]:PASSWORD");
+    auto u = decoded(user);
+    auto p = decoded(pass);
+    if (!u || !p) return fail("a bad percent escape in the userinfo");
+    if (!u->empty()) e.user = *u;
+    e.password = *p;
+    if (e.password.empty()) return fail("the password is empty");
+    if (e.password.size() > 512 || u->size() > 512) return fail("the user name or password is longer than 512 bytes");
+    for (char c : e.password + u.value())
+      if (c == '\0' || c == '\r' || c == '\n') return fail("the user name or password contains a control character");
+  }
+  std::string_view host = authority, port;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return fail("an IPv6 address without its closing ']'");
+    host = authority.substr(1, close - 1);
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return fail("something other than :PORT after the IPv6 address");
+      port = after.substr(1);
+      if (port.empty()) return fail("an empty port");
+    }
+    boost::system::error_code ec;
+    const auto a = boost::asio::ip::make_address_v6(std::string(host), ec);
+    if (ec || host.find('%') != std::string_view::npos || a.scope_id() != 0) return fail("the host is not an IPv6 address");
+  } else {
+    const auto colon = authority.rfind(':');
+    if (colon != std::string_view::npos) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+      if (port.empty()) return fail("an empty port");
+    }
+    if (host.empty()) return fail("no host");
+    if (!dns_name(host)) return fail("the host is not a DNS name or an IP address");
+  }
+  if (host.empty()) return fail("no host");
+  e.host = std::string(host);
+  if (!port.empty()) {
+    unsigned value = 0;
+    const auto r = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (r.ec != std::errc{} || r.ptr != port.data() + port.size() || value < 1 || value > 65535)
+      return fail("the port must be a number from 1 to 65535");
+    e.port = static_cast<std::uint16_t>(value);
+  }
+  if (!path.empty()) {
+    unsigned value = 0;
+    const auto r = std::from_chars(path.data(), path.data() + path.size(), value);
+    if (r.ec != std::errc{} || r.ptr != path.data() + path.size() || value > 1'000'000)
+      return fail("the database (after '/') must be a number from 0 to 1000000");
+    e.db = value;
+  }
+  return e;
+}
+
+} // namespace
+
+std::optional<std::string> url_problem(std::string_view url) {
+  auto r = read(url);
+  if (auto* why = std::get_if<std::string>(&r)) return std::move(*why);
+  return std::nullopt;
+}
+
+endpoint parse_url(std::string_view url) {
+  auto r = read(url);
+  if (auto* why = std::get_if<std::string>(&r)) throw std::invalid_argument(*why);
+  return std::get<endpoint>(std::move(r));
+}
+
+} // namespace coretry::redis

@@ -4,6 +4,9 @@
 #include <coretry/gate.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
+#if CORETRY_BOOKSTORE_SHARED_STATE
+#include <coretry/redis/shared_state.hpp>
+#endif
 #include <serving/listen_address.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -89,6 +92,17 @@ void validate(const options& opts) {
   if (opts.shutdown_grace < milliseconds::zero()) throw std::invalid_argument("the shutdown grace may not be negative");
   if (opts.max_connections == 0) throw std::invalid_argument("at least one connection to the pricing service");
   if (opts.gate) (void)gate_model{opts.gate_options}; // throws naming the bad option
+  if (!opts.shared_state.empty()) {
+#if CORETRY_BOOKSTORE_SHARED_STATE
+    if (auto problem = redis::url_problem(opts.shared_state)) throw std::invalid_argument("--shared-state: " + *problem);
+    if (opts.reconcile_period < milliseconds(1) || opts.reconcile_period > milliseconds(60000))
+      throw std::invalid_argument("the reconciliation period must be between 1 and 60000 ms");
+    if (auto problem = redis::prefix_problem(opts.shared_state_prefix))
+      throw std::invalid_argument("--shared-state-prefix: " + *problem);
+#else
+    throw std::invalid_argument("--shared-state needs coretry::redis, which this build left out (no hiredis)");
+#endif
+  }
   if (auto problem = coretry::serving::validate(opts.limits)) throw std::invalid_argument(*problem);
   if (opts.max_clients == 0 || opts.max_clients > most_clients)
     throw std::invalid_argument("the client connection cap must be between 1 and " + std::to_string(most_clients));
@@ -141,19 +155,46 @@ public:
   state(asio::io_context& io, options opts)
       : io_(io), opts_((validate(opts), std::move(opts))), strand_(asio::make_strand(io)), acceptor_(strand_),
         gate_(strand_, opts_.max_clients), grace_timer_(strand_), client_(io.get_executor(), client_options_for(opts_)), observer_({std::string{book_route}}) {
-    if (opts_.budget) {
-      budget_ = std::make_unique<token_bucket_budget>();
-      observer_.watch_budget("pricing", *budget_);
+    if (!opts_.shared_state.empty()) {
+      share();
+    } else {
+      if (opts_.budget) {
+        auto bucket = std::make_shared<token_bucket_budget>();
+        observer_.watch_budget("pricing", *bucket);
+        budget_ = std::move(bucket);
+      }
+      if (opts_.gate) retry_gate_ = std::make_shared<local_gate>(opts_.gate_options);
     }
-    if (opts_.gate) {
-      retry_gate_ = std::make_unique<local_gate>(opts_.gate_options);
-      observer_.watch_gate("pricing", *retry_gate_);
-    }
+    if (retry_gate_) observer_.watch_gate("pricing", *retry_gate_);
     base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
   }
 
-  void start() { asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached); }
+  void start() {
+#if CORETRY_BOOKSTORE_SHARED_STATE
+    if (shared_) shared_->start();
+#endif
+    asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached);
+  }
+
+  // The budget and the gate of pricing, shared through Redis.
+  void share() {
+#if CORETRY_BOOKSTORE_SHARED_STATE
+    redis::shared_state::options so;
+    so.server = redis::parse_url(opts_.shared_state);
+    if (so.server.password.empty()) so.server.password = opts_.shared_state_password;
+    so.prefix = opts_.shared_state_prefix;
+    so.period = opts_.reconcile_period;
+    so.on_problem = opts_.on_shared_state_problem;
+    shared_ = std::make_unique<redis::shared_state>(io_.get_executor(), std::move(so));
+    if (opts_.budget) {
+      auto leased = shared_->budget("pricing", {});
+      observer_.watch_budget("pricing", *leased);
+      budget_ = std::move(leased);
+    }
+    if (opts_.gate) retry_gate_ = shared_->gate("pricing", opts_.gate_options);
+#endif
+  }
 
   std::string metrics() const {
     std::string out;
@@ -188,6 +229,18 @@ public:
     scalar("bookstore_accept_errors_total", "counter",
            "Failures to accept a connection (out of descriptors...), each followed by a pause.",
            accept_errors_.load(relaxed));
+#if CORETRY_BOOKSTORE_SHARED_STATE
+    if (shared_) {
+      scalar("coretry_shared_state_up", "gauge",
+             "1 while the budget and gate are shared through Redis, 0 while they are local.",
+             shared_->up() ? 1 : 0);
+      scalar("coretry_shared_state_fallbacks_total", "counter",
+             "Times sharing was given up for local state (Redis unreachable, slow, refusing).",
+             shared_->fallbacks());
+      scalar("coretry_shared_state_exchanges_total", "counter", "Exchanges with Redis that succeeded.",
+             shared_->exchanges());
+    }
+#endif
     return out;
   }
 
@@ -195,6 +248,9 @@ public:
     asio::dispatch(strand_, [self = shared_from_this(), done = std::move(done)]() mutable {
       if (done) self->done_.push_back(std::move(done));
       if (!self->stopping_.exchange(true)) {
+#if CORETRY_BOOKSTORE_SHARED_STATE
+        if (self->shared_) self->shared_->stop(); // the budget and gate stay usable, local
+#endif
         error_code ignored;
         self->acceptor_.close(ignored);
         self->gate_.close();
@@ -446,8 +502,11 @@ private:
   serving::connection_gate gate_; // on strand_
   asio::steady_timer grace_timer_;
   coretry::http::client client_;
-  std::unique_ptr<token_bucket_budget> budget_;
-  std::unique_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
+#if CORETRY_BOOKSTORE_SHARED_STATE
+  std::unique_ptr<redis::shared_state> shared_;
+#endif
+  std::shared_ptr<retry_budget> budget_;
+  std::shared_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
   prometheus_observer observer_;
 
   std::atomic<bool> stopping_{false};

@@ -76,6 +76,20 @@ struct options {
     o.max_hold = std::chrono::milliseconds(100);
     return o;
   }();
+  /// Share the budget and the gate with every bookstore that names the same
+  /// Redis and prefix (coretry::redis::shared_state): a
+  /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` URL, or empty for a budget
+  /// and a gate of this process's own. Needs coretry::redis (hiredis).
+  std::string shared_state;
+  /// AUTH's password when the URL has none (CORETRY_REDIS_PASSWORD).
+  std::string shared_state_password;
+  /// First part of the shared keys: PREFIX:{pricing}:...
+  std::string shared_state_prefix = "coretry";
+  /// Time between two exchanges with Redis.
+  std::chrono::milliseconds reconcile_period{50};
+  /// Told of each new problem with Redis and of sharing resuming (empty),
+  /// never of a password. Default: nothing.
+  std::function<void(std::string_view)> on_shared_state_problem;
   /// Honour and send the attempt-count and retry-owner headers.
   bool coordination = true;
   /// At shutdown, how long attempts already sent may take to finish before

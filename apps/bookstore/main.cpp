@@ -13,6 +13,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   std::size_t max_connections = 64;
   long long header_timeout = opts.limits.header_timeout.count(), keep_alive_timeout = opts.limits.keep_alive_timeout.count();
   std::size_t max_clients = opts.max_clients;
+  std::string shared_state, shared_state_prefix = opts.shared_state_prefix;
+  long long reconcile_period = opts.reconcile_period.count();
 
   CLI::App app{"coretry-bookstore - GET /books/{id}, priced by a dependency called through coretry\n\n"
                "Deadline header x-coretry-deadline-ms (remaining milliseconds) is clamped to --max-deadline,\n"
@@ -46,6 +49,11 @@ int main(int argc, char** argv) {
                "it opens again. A retry waits for its slot at most --gate-max-hold; a call the gate stops is\n"
                "answered 503, with Retry-After (the probe interval rounded up to whole seconds) while the gate\n"
                "is not open.\n\n"
+               "With --shared-state redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], the budget and the gate of pricing\n"
+               "are shared with every bookstore naming the same Redis and --shared-state-prefix: each keeps\n"
+               "local state and exchanges with Redis every --reconcile-period, never on a request's path. While\n"
+               "Redis is unreachable, slow or refusing, each falls back to its own budget and gate. The password\n"
+               "may also come from CORETRY_REDIS_PASSWORD; it is never printed.\n\n"
                "Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
@@ -60,6 +68,12 @@ int main(int argc, char** argv) {
   app.add_option("--gate-max-hold", gate_max_hold,
                  "ms a retry may wait for its slot; one whose slot is later is stopped (503)")
       ->capture_default_str()->check(CLI::Range(1ll, 3600000ll));
+  app.add_option("--shared-state", shared_state,
+                 "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: share pricing's budget and gate through Redis");
+  app.add_option("--shared-state-prefix", shared_state_prefix, "first part of the shared keys (PREFIX:{pricing}:...)")
+      ->capture_default_str();
+  app.add_option("--reconcile-period", reconcile_period, "ms between two exchanges with Redis")
+      ->capture_default_str()->check(CLI::Range(1ll, 60000ll));
   app.add_option("--coordination", coordination, "honour and send the attempt-count and retry-owner headers")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--max-attempts", max_attempts, "attempts per call, the first included")
@@ -121,6 +135,17 @@ int main(int argc, char** argv) {
   opts.limits.header_timeout = milliseconds{header_timeout};
   opts.limits.keep_alive_timeout = milliseconds{keep_alive_timeout};
   opts.max_clients = max_clients;
+  opts.shared_state = shared_state;
+  opts.shared_state_prefix = shared_state_prefix;
+  opts.reconcile_period = milliseconds{reconcile_period};
+  if (const char* password = std::getenv("CORETRY_REDIS_PASSWORD")) opts.shared_state_password = password;
+  opts.on_shared_state_problem = [](std::string_view problem) {
+    if (problem.empty())
+      std::fprintf(stderr, "coretry-bookstore: shared state: in use\n");
+    else
+      std::fprintf(stderr, "coretry-bookstore: shared state: %.*s; budget and gate are local until Redis answers\n",
+                   static_cast<int>(problem.size()), problem.data());
+  };
 
   try {
     coretry::bookstore::validate(opts);

@@ -139,7 +139,11 @@ prometheus_observer::prometheus_observer(std::vector<std::string> routes, std::s
 prometheus_observer::~prometheus_observer() = default;
 
 void prometheus_observer::watch_budget(std::string dependency, const token_bucket_budget& budget) {
-  budgets_.push_back({std::move(dependency), &budget});
+  budgets_.push_back({std::move(dependency), &budget, nullptr});
+}
+
+void prometheus_observer::watch_budget(std::string dependency, const leased_budget& budget) {
+  budgets_.push_back({std::move(dependency), nullptr, &budget});
 }
 
 void prometheus_observer::watch_gate(std::string dependency, const local_gate& gate) {
@@ -244,9 +248,16 @@ void prometheus_observer::write(std::string& out) const {
 
   if (!budgets_.empty()) {
     header("_budget_tokens", "gauge", "Retry tokens left in the dependency's budget.");
-    for (const auto& b : budgets_) sample("_budget_tokens", {{"dependency", b.dependency}}, b.budget->tokens());
+    for (const auto& b : budgets_) {
+      const double tokens = b.bucket                ? b.bucket->tokens()
+                            : b.leased->shared()    ? static_cast<double>(b.leased->leased())
+                                                    : b.leased->local_tokens();
+      sample("_budget_tokens", {{"dependency", b.dependency}}, tokens);
+    }
     header("_budget_capacity", "gauge", "Capacity of the dependency's retry budget.");
-    for (const auto& b : budgets_) sample("_budget_capacity", {{"dependency", b.dependency}}, b.budget->capacity());
+    for (const auto& b : budgets_)
+      sample("_budget_capacity", {{"dependency", b.dependency}},
+             b.bucket ? b.bucket->capacity() : b.leased->settings().capacity);
   }
   if (!gates_.empty()) {
     header("_gate_open", "gauge", "1 while the dependency's retry gate admits every retry, 0 while it holds them.");

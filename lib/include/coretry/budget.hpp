@@ -116,6 +116,8 @@ public:
 
   /// Whether retries are paid from the fleet's bucket now.
   bool shared() const noexcept { return shared_.load(std::memory_order_acquire); }
+  /// Deposits gathered since the last exchange, in millionths of a token.
+  std::int64_t pending_deposit_units() const noexcept { return pending_units_.load(std::memory_order_relaxed); }
   /// Tokens leased and not yet spent.
   unsigned leased() const noexcept { return static_cast<unsigned>(lease_.load(std::memory_order_relaxed)); }
   /// The options in force.

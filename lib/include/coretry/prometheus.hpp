@@ -102,6 +102,10 @@ public:
   /// before the observer is shared (not thread-safe); the budget must outlive
   /// the observer's renderings.
   void watch_budget(std::string dependency, const token_bucket_budget& budget);
+  /// Reports a fleet budget's tokens this process may spend now (leased
+  /// while shared, its own bucket's while local) and the bucket's capacity,
+  /// as watch_budget does.
+  void watch_budget(std::string dependency, const leased_budget& budget);
   /// Reports whether `gate` is open, and its slow-start level, as gauges
   /// labelled dependency="NAME". Call before the observer is shared (not
   /// thread-safe); the gate must outlive the observer's renderings.
@@ -130,7 +134,8 @@ private:
   std::vector<std::unique_ptr<route_counters>> routes_; // the last one is "other"
   struct watched_budget {
     std::string dependency;
-    const token_bucket_budget* budget;
+    const token_bucket_budget* bucket;
+    const leased_budget* leased;
   };
   std::vector<watched_budget> budgets_;
   struct watched_gate {

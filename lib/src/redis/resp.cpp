@@ -134,6 +134,10 @@ asio::awaitable<void> connection::open(const endpoint& at) {
   }
 }
 
+asio::awaitable<void> connection::wait_readable() {
+  co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, asio::use_awaitable);
+}
+
 asio::awaitable<reply> connection::command(const std::vector<std::string>& args) {
   if (!reader_) throw protocol_error("Redis connection is not open");
   std::vector<const char*> argv;

@@ -53,6 +53,10 @@ public:
   boost::asio::awaitable<void> open(const endpoint& at);
   /// Sends one command and reads its reply (an error reply is a reply).
   boost::asio::awaitable<reply> command(const std::vector<std::string>& args);
+  /// Completes when the socket turns readable (between commands: Redis
+  /// closed it, or sent what nobody asked for). Throws system_error when the
+  /// wait fails.
+  boost::asio::awaitable<void> wait_readable();
   /// Closes the socket; open() may be called again.
   void close() noexcept;
   bool is_open() const noexcept { return socket_.is_open(); }

@@ -11,6 +11,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -29,6 +30,7 @@ namespace coretry::redis {
 
 namespace asio = boost::asio;
 using detail::reply;
+using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -66,6 +68,9 @@ struct shared_state::impl {
     std::shared_ptr<local_gate> gate;
     gate_model::counts published{}; // the gate's recorded() as last sent
     std::uint64_t openings = 0;     // the gate's openings() as last told to the fleet
+    duration last{};                // when the last exchange succeeded (steady clock)
+    bool bucket_full = false;       // the fleet's bucket was full at the last exchange
+    bool fleet_failing = false;     // the other processes had failures in the window
   };
 
   impl(asio::any_io_executor ex, options o) : strand(asio::make_strand(std::move(ex))), opts(std::move(o)) {}
@@ -146,13 +151,13 @@ struct shared_state::impl {
                                             const gate_model::counts& delta, bool forget) const {
     const leased_budget::options bucket = d.budget ? d.budget->settings() : leased_budget::options{};
     const duration gate_width = d.gate ? d.gate->settings().window / 10 : duration::zero();
-    const long long stale = std::max<long long>(500, 4 * milliseconds(opts.period));
+    const long long stale = 3 * milliseconds(std::max(opts.period, opts.idle_period));
     std::vector<std::string> args;
     args.reserve(18);
     args.push_back("EVALSHA");
     args.push_back(sha);
     args.push_back("2");
-    args.push_back(d.keys + "budget");
+    args.push_back(d.keys + "state");
     args.push_back(d.keys + "processes");
     args.push_back(std::to_string(std::llround(bucket.capacity * leased_budget::units_per_token)));
     args.push_back(std::to_string(req.deposit_units));
@@ -166,7 +171,6 @@ struct shared_state::impl {
     args.push_back(std::to_string(stale));
     args.push_back(std::to_string(key_lifetime_ms));
     args.push_back(d.budget ? "1" : "0");
-    args.push_back(d.keys + "window:");
     return args;
   }
 
@@ -195,12 +199,35 @@ struct shared_state::impl {
       v[i] = r.elements[i].integer;
     }
     if (d.budget) d.budget->exchange_succeeded(static_cast<unsigned>(std::min<long long>(v[0], req.want)));
+    d.last = steady_now();
+    d.bucket_full = d.budget && v[4] >= std::llround(d.budget->settings().capacity * leased_budget::units_per_token);
+    d.fleet_failing = d.gate && v[2] > v[3];
     if (d.gate) {
       const unsigned processes = static_cast<unsigned>(std::clamp<long long>(v[1], 1, 1'000'000));
       d.gate->set_fleet({static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])}, processes,
                         steady_now());
     }
     co_return 0;
+  }
+
+  // Whether `d` has something to exchange now: tokens to lease, deposits
+  // the fleet's bucket has room for, gate failures to publish, a gate that
+  // is not open or a fleet with failures (its counts must stay fresh), or
+  // no exchange for idle_period (the process stays registered and its
+  // successes reach the fleet). A fleet in good health thus costs Redis one
+  // exchange per process per idle_period, whatever the request rate.
+  bool due(const dependency& d, duration now) const {
+    if (!sharing || now - d.last >= opts.idle_period) return true;
+    if (d.budget) {
+      if (d.budget->leased() < d.budget->settings().max_lease) return true;
+      if (!d.bucket_full && d.budget->pending_deposit_units() >= leased_budget::units_per_token) return true;
+    }
+    if (d.gate) {
+      if (!d.gate->is_open() || d.fleet_failing || d.gate->openings() != d.openings) return true;
+      const gate_model::counts now_recorded = d.gate->recorded();
+      if (now_recorded.requests - now_recorded.accepts != d.published.requests - d.published.accepts) return true;
+    }
+    return false;
   }
 
   static asio::awaitable<void> run(std::shared_ptr<impl> self) {
@@ -214,14 +241,24 @@ struct shared_state::impl {
       try {
         if (!conn.is_open()) co_await s.within(s.opts.connect_timeout, s.connect(conn));
         const auto started = std::chrono::steady_clock::now();
-        for (auto& d : s.deps) co_await s.within(s.opts.period, s.exchange(conn, d));
-        s.exchanges.fetch_add(1, std::memory_order_relaxed);
-        s.up.store(true, std::memory_order_release);
-        if (!s.sharing) s.tell("");
-        s.sharing = true;
-        failures = 0;
+        bool exchanged = false;
+        for (auto& d : s.deps) {
+          if (!s.due(d, started.time_since_epoch())) continue;
+          co_await s.within(s.opts.period, s.exchange(conn, d));
+          s.exchanges.fetch_add(1, std::memory_order_relaxed);
+          exchanged = true;
+        }
+        if (exchanged) {
+          s.up.store(true, std::memory_order_release);
+          if (!s.sharing) s.tell("");
+          s.sharing = true;
+          failures = 0;
+        }
+        // Until the next tick; a connection that turns readable meanwhile
+        // was closed by Redis (or sent what nobody asked for): at once a fault.
         timer.expires_at(instant_after(started, s.opts.period));
-        co_await timer.async_wait(asio::use_awaitable);
+        const auto woke = co_await (timer.async_wait(asio::use_awaitable) || conn.wait_readable());
+        if (woke.index() == 1) throw detail::protocol_error("Redis closed the connection");
         continue;
       } catch (const boost::system::system_error& e) {
         if (s.stopping.load(std::memory_order_acquire)) break;
@@ -256,6 +293,8 @@ shared_state::shared_state(asio::any_io_executor ex, options opts) {
   check(name_ok(opts.prefix, true), "prefix must be 1 to 64 of A-Z a-z 0-9 _ - . :");
   check(opts.period >= std::chrono::milliseconds(1) && opts.period <= std::chrono::seconds(60),
         "period must be between 1 ms and 60 s");
+  check(opts.idle_period >= opts.period && opts.idle_period <= std::chrono::seconds(60),
+        "idle_period must be between period and 60 s");
   check(opts.connect_timeout >= std::chrono::milliseconds(1) && opts.connect_timeout <= std::chrono::seconds(60),
         "connect_timeout must be between 1 ms and 60 s");
   check(opts.reconnect.initial_window > duration::zero() && opts.reconnect.max_window >= opts.reconnect.initial_window &&
@@ -325,6 +364,11 @@ std::uint64_t shared_state::exchanges() const noexcept { return impl_->exchanges
 
 std::string shared_state::key_prefix(std::string_view dependency) const {
   return impl_->opts.prefix + ":{" + std::string(dependency) + "}:";
+}
+
+std::optional<std::string> prefix_problem(std::string_view prefix) {
+  if (name_ok(prefix, true)) return std::nullopt;
+  return "the key prefix must be 1 to 64 of A-Z a-z 0-9 _ - . :";
 }
 
 } // namespace coretry::redis

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,8 +26,9 @@ namespace coretry::redis {
 ///
 /// **The hot path never waits for Redis.** The budget (coretry::leased_budget)
 /// and gate (coretry::local_gate) it hands out are local objects. A
-/// reconciler, one coroutine on the given executor, exchanges with Redis
-/// every `period`: for each dependency one script (EVALSHA), which adds this
+/// reconciler, one coroutine on the given executor, looks every `period` at
+/// each dependency and, when it has something to exchange (see
+/// idle_period), runs one script (EVALSHA), which adds this
 /// process's deposits to the fleet's token bucket and leases it up to
 /// `max_lease` tokens, registers the process, adds the gate results this
 /// process recorded since the last exchange to the fleet's window and answers
@@ -36,7 +38,8 @@ namespace coretry::redis {
 /// gate would.
 ///
 /// **Redis failing is a fault like any other.** An exchange that fails or
-/// takes longer than `period`, a connection refused, lost or not made within
+/// takes longer than `period`, a connection refused, lost (noticed at once,
+/// between exchanges too) or not made within
 /// `connect_timeout`, a refused AUTH: every budget and gate falls back to
 /// local at once (the budget to its own bucket, the gate to its own window
 /// and rate), the reconciler reconnects after coretry's backoff
@@ -51,8 +54,15 @@ public:
     endpoint server;
     /// First part of every key (1 to 64 of A-Z a-z 0-9 _ - . :).
     std::string prefix = "coretry";
-    /// Time between two exchanges, and the longest one may take (1 ms to 60 s).
+    /// Time between two reconciliations, and the longest one exchange may
+    /// take (1 ms to 60 s).
     duration period = std::chrono::milliseconds(50);
+    /// A dependency with nothing to exchange (lease full, deposits the
+    /// fleet's bucket has no room for, gate open with no new failures, no
+    /// failures in the fleet) is exchanged only once per idle_period (at
+    /// least `period`, at most 60 s): a healthy fleet costs Redis a few
+    /// commands per process per idle_period, whatever its request rate.
+    duration idle_period = std::chrono::milliseconds(250);
     /// The longest a connection (lookup, connect, AUTH, SELECT) may take.
     duration connect_timeout = std::chrono::milliseconds(500);
     /// Waits between reconnection attempts (coretry's backoff, full jitter).
@@ -102,6 +112,9 @@ public:
 private:
   std::shared_ptr<impl> impl_;
 };
+
+/// Why `prefix` cannot be shared_state::options::prefix, or nullopt.
+std::optional<std::string> prefix_problem(std::string_view prefix);
 
 } // namespace coretry::redis
 

@@ -530,6 +530,43 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
   }
 }
 
+TEST_CASE("a bad --shared-state URL, prefix or period exits 2 naming it, and never prints the password") {
+  struct bad {
+    std::vector<std::string> args;
+    std::string named;
+  };
+  const std::string secret = "s3cr3t-pa55";
+  for (const bad& b :
+       {bad{{"--shared-state", "redis://:" + secret + "@127.0.0.1:99999"}, "port"},
+        bad{{"--shared-state", "http://:" + secret + "@127.0.0.1:6379"}, "redis://"},
+        bad{{"--shared-state", "redis://:" + secret + "@/0"}, "host"},
+        bad{{"--shared-state", "redis://:" + secret + "@127.0.0.1:6379/x"}, "database"},
+        bad{{"--shared-state", "redis://127.0.0.1:6379?db=1"}, "query"},
+        bad{{"--shared-state", "redis://127.0.0.1:6379", "--shared-state-prefix", "a b"}, "prefix"},
+        bad{{"--shared-state", "redis://127.0.0.1:6379", "--shared-state-prefix", "{x}"}, "prefix"},
+        bad{{"--shared-state", "redis://127.0.0.1:6379", "--reconcile-period", "0"}, "reconcile-period"}}) {
+    std::vector<std::string> args{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:1/"};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    const auto result = cli_tests::run(args, 10s);
+    CAPTURE(b.args.back());
+    CAPTURE(result.err);
+    CHECK(result.status == 2);
+    CHECK(result.err.find(b.named) != std::string::npos);
+    CHECK(result.err.find(secret) == std::string::npos);
+  }
+  bookstore::options o;
+  o.pricing_url = "http://127.0.0.1:1/";
+  o.shared_state = "redis://user:" + secret + "@127.0.0.1:0";
+  try {
+    bookstore::validate(o);
+    FAIL("a Redis URL with port 0 was taken");
+  } catch (const std::invalid_argument& e) {
+    const std::string why = e.what();
+    CHECK(why.find("--shared-state") != std::string::npos);
+    CHECK(why.find(secret) == std::string::npos);
+  }
+}
+
 TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the program exits 0") {
   struct scenario {
     const char* name;

@@ -118,7 +118,9 @@ gate_model::counts gate_model::judged_counts(duration now) const noexcept {
   return c;
 }
 
-void gate_model::set_fleet(const counts& peers, unsigned processes) noexcept {
+void gate_model::set_fleet(const counts& peers, unsigned processes, double phase) noexcept {
+  const double p = std::isfinite(phase) ? std::clamp(phase, 0.0, 1.0) : 0.0;
+  phase_.store(static_cast<std::uint32_t>(std::min(p * 4294967296.0, 4294967295.0)), std::memory_order_relaxed);
   constexpr std::uint64_t top = 0xffffffffu;
   const std::uint64_t r = std::min(peers.requests, top);
   const std::uint64_t a = std::min({peers.accepts, peers.requests, top});
@@ -160,7 +162,11 @@ void gate_model::close(duration now) noexcept {
   level_ = 0;
   probe_out_ = 0;
   step_accepts_ = step_failures_ = 0;
-  next_slot_ = std::max(next_slot_, now);
+  // A fleet's members close together: each takes its first slot at its own
+  // phase of the (fleet-wide) slot interval, not all at once.
+  const double phase = static_cast<double>(phase_.load(std::memory_order_relaxed)) / 4294967296.0;
+  const auto offset = static_cast<duration::rep>(static_cast<double>(slot_interval().count()) * phase);
+  next_slot_ = std::max(next_slot_, saturating_add(now, duration(offset)));
   ++generation_;
 }
 
@@ -180,6 +186,18 @@ void gate_model::react(attempt_status result, duration now) noexcept {
 
 void gate_model::step(attempt_status result, duration now) noexcept {
   (result == attempt_status::success ? step_accepts_ : step_failures_) += 1;
+  judge_step(now);
+}
+
+void gate_model::step_on_peers(std::uint64_t successes, std::uint64_t failures, duration now) noexcept {
+  if (state_ != state::recovering || (successes == 0 && failures == 0)) return;
+  constexpr std::uint64_t most = 1'000'000'000;
+  step_accepts_ = static_cast<unsigned>(std::min<std::uint64_t>(step_accepts_ + std::min(successes, most), most));
+  step_failures_ = static_cast<unsigned>(std::min<std::uint64_t>(step_failures_ + std::min(failures, most), most));
+  judge_step(now);
+}
+
+void gate_model::judge_step(duration now) noexcept {
   const bool healthy =
       failure_pressure({std::uint64_t{step_accepts_} + step_failures_, step_accepts_}) <= options_.close_above;
   if (healthy && step_accepts_ >= options_.step_successes) {
@@ -322,11 +340,22 @@ local_gate::answers local_gate::counts() const noexcept {
           throttled_.load(std::memory_order_relaxed)};
 }
 
-void local_gate::set_fleet(const gate_model::counts& peers, unsigned processes, duration now) noexcept {
-  model_.set_fleet(peers, processes);
-  if (!open_.load(std::memory_order_acquire) || !model_.unhealthy(model_.judged_counts(now))) return;
+void local_gate::set_fleet(const gate_model::counts& peers, unsigned processes, duration now, double phase) noexcept {
+  const gate_model::counts before = model_.peers();
+  model_.set_fleet(peers, processes, phase);
+  const bool open = open_.load(std::memory_order_acquire);
+  if (open && !model_.unhealthy(model_.judged_counts(now))) return;
   std::lock_guard lock(mutex_);
-  model_.reconsider(now);
+  if (open) {
+    model_.reconsider(now);
+  } else {
+    // What the peers recorded since the last exchange (a window that slid
+    // past old buckets may show less: nothing new is taken then).
+    const gate_model::counts after = model_.peers();
+    const std::uint64_t requests = after.requests > before.requests ? after.requests - before.requests : 0;
+    const std::uint64_t accepts = after.accepts > before.accepts ? after.accepts - before.accepts : 0;
+    model_.step_on_peers(std::min(accepts, requests), requests - std::min(accepts, requests), now);
+  }
   open_.store(model_.current() == gate_model::state::open, std::memory_order_release);
 }
 

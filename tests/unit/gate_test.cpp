@@ -471,3 +471,69 @@ TEST_CASE("gate model: once the rate has grown, probes overlap") {
   CHECK(g.ask(200ms, never, nullptr).what == action::admit); // level 1: a slot per 50 ms
   CHECK(g.ask(250ms, never, nullptr).what == action::admit); // the one at 200 ms is still out
 }
+
+TEST_CASE("gate model in a fleet: members closing together take their first slots at their own phases") {
+  // Two members of a fleet of two: slots every 2 x 100 ms. Both close at
+  // 1 s; the one at phase 0 sends its first probe at once, the one at phase
+  // 0.5 half a fleet slot (100 ms) later, never both at once.
+  gate_model first(small()), second(small());
+  first.set_fleet({}, 2, 0.0);
+  second.set_fleet({}, 2, 0.5);
+  fail_n(first, 10, 1s);
+  fail_n(second, 10, 1s);
+  REQUIRE(first.current() == gate_model::state::recovering);
+  REQUIRE(second.current() == gate_model::state::recovering);
+  CHECK(first.slot_interval() == 200ms);
+  CHECK(first.ask(1s, never, nullptr).what == action::admit);
+  CHECK(is_wait_until(second.ask(1s, never, nullptr), 1s + 100ms));
+  // A phase out of range is taken at its nearest bound; a member on its own
+  // (phase 0) is unchanged.
+  gate_model alone(small());
+  alone.set_fleet({}, 1, -3.0);
+  fail_n(alone, 10, 1s);
+  CHECK(alone.ask(1s, never, nullptr).what == action::admit);
+}
+
+TEST_CASE("gate model in a fleet: the peers' results step the slow start as the gate's own do") {
+  gate_model g(small());
+  fail_n(g, 10, 0ms);
+  REQUIRE(g.current() == gate_model::state::recovering);
+  // Open: peers' results do not step anything.
+  gate_model open(small());
+  open.step_on_peers(100, 0, 0ms);
+  CHECK(open.current() == gate_model::state::open);
+  CHECK(open.level() == 0);
+  // Two peer successes: one level up (at most one per call, however many).
+  g.step_on_peers(2, 0, 10ms);
+  CHECK(g.level() == 1);
+  g.step_on_peers(50, 0, 20ms);
+  CHECK(g.level() == 2);
+  // Failures with p above close_above: back to probes.
+  g.step_on_peers(0, 5, 30ms);
+  CHECK(g.level() == 0);
+  CHECK(g.current() == gate_model::state::recovering);
+  // Enough successes opens it, as its own would.
+  g.step_on_peers(2, 0, 40ms);
+  g.step_on_peers(2, 0, 50ms);
+  g.step_on_peers(2, 0, 60ms);
+  CHECK(g.current() == gate_model::state::open);
+}
+
+TEST_CASE("local gate in a fleet: while recovering, what the peers' counts grew by steps the slow start") {
+  coretry::local_gate g(small());
+  for (int i = 0; i < 10; ++i) g.record(attempt_status::transient, 0ms);
+  REQUIRE_FALSE(g.is_open());
+  // The first exchange brings the window's counts: 40 requests, 2 accepts
+  // (mostly failures: no step up).
+  g.set_fleet({40, 2}, 2, 10ms);
+  CHECK(g.level() == 0);
+  // The next brings 2 more accepts and nothing else failed: one level up.
+  g.set_fleet({42, 4}, 2, 20ms);
+  CHECK(g.level() == 1);
+  // A window that slid (fewer counts than before) brings nothing new.
+  g.set_fleet({10, 4}, 2, 30ms);
+  CHECK(g.level() == 1);
+  // Peers failing again: back to probes.
+  g.set_fleet({20, 4}, 2, 40ms);
+  CHECK(g.level() == 0);
+}

@@ -195,6 +195,12 @@ public:
   /// Closes the gate at `now` if it is open and judged_counts says
   /// unhealthy (after set_fleet brought the peers' failures). Not thread-safe.
   void reconsider(duration now) noexcept;
+  /// While recovering, counts `successes` and `failures` the other members
+  /// of the fleet had since the last call towards the slow start, as this
+  /// gate's own results count: the fleet climbs (or falls back) together,
+  /// on the fleet's results, not each member on its share of them. At most
+  /// one level up or one fall back per call. Not thread-safe.
+  void step_on_peers(std::uint64_t successes, std::uint64_t failures, duration now) noexcept;
   /// The slow-start level while recovering (0: probes only).
   unsigned level() const noexcept { return level_; }
   /// The interval between slots at the current level.
@@ -216,8 +222,11 @@ public:
   /// by `processes`, so that the fleet, each member at one level, lets
   /// through what one gate would. set_fleet({}, 1) is a gate on its own
   /// again. Lock-free; the slot interval changes from the next slot handed
-  /// out. Peer counts above 2^32 - 1 are taken as 2^32 - 1.
-  void set_fleet(const counts& peers, unsigned processes) noexcept;
+  /// out. Peer counts above 2^32 - 1 are taken as 2^32 - 1. `phase`, in
+  /// [0, 1), places this member's first slot after the gate closes at
+  /// `phase` slot intervals, so that the members of a fleet, which close
+  /// together, do not all send a probe at once (a member on its own: 0).
+  void set_fleet(const counts& peers, unsigned processes, double phase = 0.0) noexcept;
   /// The other processes' results last set (set_fleet).
   counts peers() const noexcept;
   /// The fleet's size last set (set_fleet); 1 on its own.
@@ -246,6 +255,7 @@ private:
   void react(attempt_status result, duration now) noexcept; // the state: not thread-safe
   void close(duration now) noexcept;
   void step(attempt_status result, duration now) noexcept;
+  void judge_step(duration now) noexcept;
   std::int64_t bucket_of(duration now) const noexcept;
 
   options options_;
@@ -254,6 +264,7 @@ private:
   // The fleet (set_fleet): peers' requests (high 32 bits) and accepts (low).
   std::atomic<std::uint64_t> peers_{0};
   std::atomic<unsigned> processes_{1};
+  std::atomic<std::uint32_t> phase_{0}; ///< set_fleet's phase, in 2^-32 of a slot interval
   std::atomic<std::uint64_t> openings_{0};
   // Recovery state: guarded by local_gate's mutex.
   state state_ = state::open;
@@ -316,8 +327,10 @@ public:
   unsigned level() const;
 
   /// Shares the gate with a fleet (see gate_model::set_fleet), at `now`:
-  /// closes it if the fleet's results say unhealthy.
-  void set_fleet(const gate_model::counts& peers, unsigned processes, duration now) noexcept;
+  /// closes it if the fleet's results say unhealthy, and while it recovers
+  /// counts what the peers' counts grew by since the last call towards the
+  /// slow start (gate_model::step_on_peers).
+  void set_fleet(const gate_model::counts& peers, unsigned processes, duration now, double phase = 0.0) noexcept;
   /// Health signals this gate has recorded since it was made (successes plus
   /// transient failures, and successes), for a fleet member to publish.
   gate_model::counts recorded() const noexcept {

@@ -175,10 +175,10 @@ struct world {
   std::vector<std::unique_ptr<process_state>> processes;
   unsigned finished = 0; ///< clients whose operation has ended
   /// Shared fleets: the fleet's store, how often each process reconciles
-  /// with it and when the first process does.
+  /// with it and when each first does.
   std::optional<fleet_store> store;
   duration reconcile{};
-  duration first_phase{};
+  std::vector<duration> phases; ///< per process: its first exchange
   run_result result;
   std::exception_ptr failure;
 };
@@ -288,8 +288,7 @@ void exchange(world& w, std::size_t p) {
 /// period, until every client has finished.
 asio::awaitable<void> reconciler(world& w, std::size_t p) {
   manual_timer timer(co_await asio::this_coro::executor);
-  const auto k = static_cast<std::int64_t>(w.processes.size());
-  co_await wait(timer, w.first_phase + w.reconcile * static_cast<std::int64_t>(p) / k);
+  co_await wait(timer, w.phases[p]);
   while (w.finished < w.result.clients) {
     exchange(w, p);
     co_await wait(timer, w.reconcile);
@@ -438,10 +437,7 @@ run_result run_outage(const outage_config& config) {
     store.stale = std::max<duration>(500ms, 4 * config.reconcile); // as shared_state does
     w.store.emplace(store);
     w.reconcile = config.reconcile;
-    // The processes reconcile at phases spread evenly over the period,
-    // all offset by a draw from the seed.
-    const auto spacing = static_cast<std::uint64_t>(std::max<duration::rep>(1, (config.reconcile / config.processes).count()));
-    w.first_phase = duration(static_cast<duration::rep>(mix(config.seed ^ 0xbb67ae8584caa73bULL) % spacing));
+    for (unsigned p = 0; p < config.processes; ++p) w.phases.push_back(reconcile_phase(config, p));
   }
   outage_dependency dep{config.outage, config.capacity, config.service_time};
   run_clients(w, p, [&](unsigned number) { return outage_attempt(w, dep, number); });
@@ -544,6 +540,13 @@ outage_row summarize_outage(const outage_config& config, const run_result& r) {
   row.amplification = r.clients ? static_cast<double>(r.calls) / r.clients : 0.0;
   row.fleet_probes_per_s = fleet_probe_rate(config, r);
   return row;
+}
+
+duration reconcile_phase(const outage_config& config, unsigned process) noexcept {
+  const std::int64_t k = std::max(1u, config.processes);
+  const auto spacing = static_cast<std::uint64_t>(std::max<duration::rep>(1, (config.reconcile / k).count()));
+  const duration offset(static_cast<duration::rep>(mix(config.seed ^ 0xbb67ae8584caa73bULL) % spacing));
+  return offset + config.reconcile * static_cast<std::int64_t>(process) / k;
 }
 
 std::optional<double> fleet_probe_rate(const outage_config& config, const run_result& r) {

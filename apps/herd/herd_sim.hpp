@@ -187,6 +187,11 @@ struct contention_row {
 
 std::vector<contention_row> run_contention_study(const contention_study& study, const progress_fn& progress = {});
 
+/// Shared fleets: when process `process` first exchanges with the store (then
+/// every `reconcile`): the phases are spread evenly over the period, all
+/// offset by a draw from the run's seed smaller than their spacing.
+duration reconcile_phase(const outage_config& config, unsigned process) noexcept;
+
 /// Probes per second admitted by all the gates of a fleet while every one of
 /// them was closed: from the instant the last of them closed to the end of
 /// the outage. Absent when a gate did not close before the outage ended.

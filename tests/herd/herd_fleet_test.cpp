@@ -178,6 +178,39 @@ TEST_CASE("shared gates close on the fleet's failures where a hundred local ones
   CHECK(shared.failed_retries_in_outage * 4 < local.failed_retries_in_outage);
 }
 
+TEST_CASE("fleets: the processes reconcile at phases spread over the period, offset by the seed") {
+  auto c = fleet_outage(10, fleet_mode::shared, true, true);
+  c.reconcile = 50ms;
+  const herd::duration first = herd::reconcile_phase(c, 0);
+  CHECK(first >= 0ms);
+  CHECK(first < 5ms);
+  for (unsigned p = 1; p < 10; ++p) {
+    CAPTURE(p);
+    CHECK(herd::reconcile_phase(c, p) - herd::reconcile_phase(c, p - 1) == 5ms);
+  }
+  CHECK(herd::reconcile_phase(c, 9) < 50ms);
+  c.seed = 100;
+  CHECK(herd::reconcile_phase(c, 0) != first);
+  CHECK(herd::reconcile_phase(c, 0) < 5ms);
+}
+
+TEST_CASE("fleets: the probe rate counts probes from the instant the last gate closed to the recovery") {
+  herd::outage_config c;
+  c.outage = 1s;
+  herd::run_result r;
+  r.probes = {200ms, 400ms, 600ms, 800ms, 1200ms};
+  r.gate_closed = {100ms, 500ms};
+  const auto rate = herd::fleet_probe_rate(c, r);
+  REQUIRE(rate);
+  CHECK(*rate == doctest::Approx(4.0)); // 600 and 800 ms, in half a second
+  r.gate_closed = {100ms, std::nullopt};
+  CHECK_FALSE(herd::fleet_probe_rate(c, r));
+  r.gate_closed = {100ms, 1s};
+  CHECK_FALSE(herd::fleet_probe_rate(c, r));
+  r.gate_closed.clear(); // no gate
+  CHECK_FALSE(herd::fleet_probe_rate(c, r));
+}
+
 TEST_CASE("fleets: bad configurations are refused") {
   auto c = fleet_outage(0, fleet_mode::local, false, false);
   CHECK_THROWS_WITH_AS(herd::run_outage(c), "processes must be between 1 and the number of clients",

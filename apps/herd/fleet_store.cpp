@@ -21,9 +21,17 @@ fleet_store::reply fleet_store::exchange(coretry::duration now_d, const request&
     out.units_left = units;
   }
 
-  seen_[r.process] = now;
+  // ZADD, then ZREMRANGEBYSCORE -inf (now - stale), then ZCARD.
+  if (const auto [at, added] = seen_.try_emplace(r.process, now); !added) {
+    by_time_.erase({at->second, r.process});
+    at->second = now;
+  }
+  by_time_.emplace(now, r.process);
   const std::int64_t stale = duration_cast<milliseconds>(options_.stale).count();
-  std::erase_if(seen_, [&](const auto& p) { return p.second <= now - stale; });
+  while (!by_time_.empty() && by_time_.begin()->first <= now - stale) {
+    seen_.erase(by_time_.begin()->second);
+    by_time_.erase(by_time_.begin());
+  }
   out.live = static_cast<unsigned>(seen_.size());
 
   const std::int64_t width = duration_cast<milliseconds>(options_.gate_width).count();

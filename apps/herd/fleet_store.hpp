@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <utility>
 
 namespace herd {
 
@@ -83,6 +85,7 @@ private:
   options options_;
   std::optional<std::int64_t> units_;       // absent: never used (full)
   std::map<unsigned, std::int64_t> seen_;   // process -> last exchange, ms
+  std::set<std::pair<std::int64_t, unsigned>> by_time_; // the same, by instant
   std::map<std::int64_t, bucket> window_;   // epoch -> counts
 };
 

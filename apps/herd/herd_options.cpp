@@ -105,6 +105,13 @@ std::vector<bool> parse_budgets(std::string_view option, std::string_view text) 
   bad(option, text, "is not off, on or both");
 }
 
+std::vector<fleet_mode> parse_fleets(std::string_view option, std::string_view text) {
+  if (text == "local") return {fleet_mode::local};
+  if (text == "shared") return {fleet_mode::shared};
+  if (text == "both") return {fleet_mode::local, fleet_mode::shared};
+  bad(option, text, "is not local, shared or both");
+}
+
 plan make_plan(const arguments& args, std::uint64_t seed) {
   plan p;
   if (args.scenario == "contention") p.outage = false;
@@ -148,6 +155,15 @@ plan make_plan(const arguments& args, std::uint64_t seed) {
   oc.network = net;
   oc.deadline = parse_duration("--deadline", args.deadline);
   if (oc.deadline <= duration::zero()) throw usage_error("--deadline: " + args.deadline + " is not positive");
+  oc.processes = static_cast<unsigned>(check_count("--processes", args.processes, 1, 10000));
+  if (oc.processes > oc.clients)
+    throw usage_error("--processes: " + std::to_string(oc.processes) + " is more than the " +
+                      std::to_string(oc.clients) + " clients (--clients); every process needs one");
+  o.fleets = args.fleet.empty() ? (oc.processes > 1 ? parse_fleets("--fleet", "both") : parse_fleets("--fleet", "local"))
+                                : parse_fleets("--fleet", args.fleet);
+  oc.reconcile = parse_duration("--reconcile", args.reconcile);
+  if (oc.reconcile < 1ms || oc.reconcile > 60s)
+    throw usage_error("--reconcile: " + args.reconcile + " is out of range; give 1ms to 60s");
   return p;
 }
 

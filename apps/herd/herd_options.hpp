@@ -30,6 +30,8 @@ std::vector<unsigned> parse_client_counts(std::string_view option, std::string_v
 std::vector<strategy> parse_strategies(std::string_view option, std::string_view text);
 /// "off", "on" or "both" (--budget, --gate).
 std::vector<bool> parse_budgets(std::string_view option, std::string_view text);
+/// "local", "shared" or "both" (--fleet).
+std::vector<fleet_mode> parse_fleets(std::string_view option, std::string_view text);
 
 /// The command line as given (durations as text, so that they are checked
 /// with the option's name).
@@ -53,6 +55,9 @@ struct arguments {
   std::string deadline = "30s";
   std::string outage_base = "100ms";
   std::string outage_cap = "2s";
+  long long processes = 1;   ///< the outage's clients are spread over this many processes
+  std::string fleet;         ///< local, shared or both; empty: both with 2 processes or more, else local
+  std::string reconcile = "50ms";
   std::string out_dir = "herd-out";
   bool chart = true;
 };

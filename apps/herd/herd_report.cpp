@@ -1,5 +1,6 @@
 #include "herd/herd_report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,16 @@ double ms(duration d) { return std::chrono::duration<double, std::milli>(d).coun
 
 std::string column_name(strategy s, bool budget, bool gate = false) {
   return std::string(to_string(s)) + (budget ? "+budget" : "") + (gate ? "+gate" : "");
+}
+
+/// A fleet's rows say which fleet mode they ran with (see is_fleet_study).
+bool fleet_rows(const std::vector<outage_row>& rows) {
+  return std::any_of(rows.begin(), rows.end(),
+                     [](const outage_row& r) { return r.processes > 1 || r.fleet != fleet_mode::local; });
+}
+
+std::string row_name(const outage_row& r, bool fleet) {
+  return column_name(r.retry, r.budget, r.gate) + (fleet ? " " + std::string(to_string(r.fleet)) : "");
 }
 
 std::ofstream open_for_writing(const std::filesystem::path& file) {
@@ -92,13 +103,21 @@ void print_outage_table(std::FILE* out, const outage_study& study, const std::ve
                "times to success of the clients that succeeded\n\n",
                c.clients, ms(c.outage), c.capacity, ms(c.service_time), c.max_attempts, ms(c.base), ms(c.cap),
                ms(c.deadline));
-  std::fprintf(out, "%-27s %7s %8s %7s %7s %6s %6s %6s %6s %6s %6s %8s %8s %8s %8s\n", "strategy", "calls",
+  const bool fleet = is_fleet_study(study);
+  const int name_width = fleet ? 31 : 27;
+  if (fleet)
+    std::fprintf(out,
+                 "FLEET: the clients are spread over %u processes; local: each process has its own budget and gate;\n"
+                 "shared: each has a leased budget (up to %u tokens) and a gate reconciled every %.0f ms with one\n"
+                 "model of the Redis store (exchanges are instantaneous, each process at its own phase)\n\n",
+                 c.processes, lease_size, ms(c.reconcile));
+  std::fprintf(out, "%-*s %7s %8s %7s %7s %6s %6s %6s %6s %6s %6s %8s %8s %8s %8s\n", name_width, "strategy", "calls",
                "att/cli", "wasted", "reject", "peak", "peakR", "peakA", "succ%", "budget", "gate", "p50 ms", "p90 ms",
                "p99 ms", "last ms");
   for (const auto& r : rows) {
     const double clients = r.clients ? static_cast<double>(r.clients) : 1.0;
-    std::fprintf(out, "%-27s %7llu %8.2f %7.3f %7.3f %6u %6u %6u %6.1f %6u %6u %8.0f %8.0f %8.0f %8.0f\n",
-                 column_name(r.retry, r.budget, r.gate).c_str(), static_cast<unsigned long long>(r.calls),
+    std::fprintf(out, "%-*s %7llu %8.2f %7.3f %7.3f %6u %6u %6u %6.1f %6u %6u %8.0f %8.0f %8.0f %8.0f\n",
+                 name_width, row_name(r, fleet).c_str(), static_cast<unsigned long long>(r.calls),
                  r.attempts_per_client, static_cast<double>(r.failed_retries_in_outage) / clients,
                  static_cast<double>(r.rejected_after_recovery) / clients, r.peak_arrivals, r.peak_retry_arrivals,
                  r.peak_after_recovery, 100.0 * r.success_rate, r.budget_stops, r.gate_stops, ms(r.p50), ms(r.p90),
@@ -109,6 +128,18 @@ void print_outage_table(std::FILE* out, const outage_study& study, const std::ve
                "the recovered dependency turned away for capacity; peak: most calls in any 10 ms; peakR: most retries\n"
                "in any 10 ms; peakA: most calls in any 10 ms after the dependency is back; budget, gate: clients\n"
                "stopped by the retry budget, by the retry gate; last: when the last client finished, success or not\n\n");
+  if (!fleet) return;
+  std::fprintf(out, "%-31s %6s %8s %8s %6s %6s %8s %9s\n", "strategy", "procs", "wasted", "retries", "amp", "succ%",
+               "p99 ms", "probes/s");
+  for (const auto& r : rows)
+    std::fprintf(out, "%-31s %6u %8llu %8llu %6.2f %6.1f %8.0f %9s\n", row_name(r, true).c_str(), r.processes,
+                 static_cast<unsigned long long>(r.failed_retries_in_outage), static_cast<unsigned long long>(r.retries),
+                 r.amplification, 100.0 * r.success_rate, ms(r.p99),
+                 r.fleet_probes_per_s ? fixed(*r.fleet_probes_per_s, 1).c_str() : "-");
+  std::fprintf(out,
+               "\nwasted: retries of the whole fleet that reached the dependency while it was down; amp: calls per\n"
+               "client; probes/s: retries the fleet's gates admitted per second while every one of them was closed,\n"
+               "from the instant the last closed to the end of the outage (-: a gate did not close in the outage)\n\n");
 }
 
 void write_contention_csv(const std::filesystem::path& file, const std::vector<contention_row>& rows) {
@@ -125,24 +156,34 @@ void write_outage_csv(const std::filesystem::path& file, const std::vector<outag
   out << "strategy,budget,gate,clients,calls,retries,attempts_per_client,max_attempts_per_client,success_rate,"
          "budget_stops,gate_stops,failed_retries_in_outage,rejected_after_recovery,"
          "peak_arrivals_10ms,peak_retry_arrivals_10ms,peak_after_recovery_10ms,"
-         "p50_ms,p90_ms,p99_ms,max_ms,last_completion_ms\n";
-  for (const auto& r : rows)
+         "p50_ms,p90_ms,p99_ms,max_ms,last_completion_ms";
+  const bool fleet = fleet_rows(rows);
+  if (fleet) out << ",fleet,processes,reconcile_ms,amplification,fleet_probes_per_s";
+  out << '\n';
+  for (const auto& r : rows) {
     out << to_string(r.retry) << ',' << (r.budget ? "on" : "off") << ',' << (r.gate ? "on" : "off") << ','
         << r.clients << ',' << r.calls << ',' << r.retries << ',' << fixed(r.attempts_per_client, 3) << ','
         << r.max_attempts_per_client << ',' << fixed(r.success_rate, 4) << ',' << r.budget_stops << ','
         << r.gate_stops << ',' << r.failed_retries_in_outage << ',' << r.rejected_after_recovery << ','
         << r.peak_arrivals << ',' << r.peak_retry_arrivals << ',' << r.peak_after_recovery << ','
         << fixed(ms(r.p50), 3) << ',' << fixed(ms(r.p90), 3) << ',' << fixed(ms(r.p99), 3) << ','
-        << fixed(ms(r.max), 3) << ',' << fixed(ms(r.completion), 3) << '\n';
+        << fixed(ms(r.max), 3) << ',' << fixed(ms(r.completion), 3);
+    if (fleet)
+      out << ',' << to_string(r.fleet) << ',' << r.processes << ',' << fixed(ms(r.reconcile), 3) << ','
+          << fixed(r.amplification, 3) << ',' << (r.fleet_probes_per_s ? fixed(*r.fleet_probes_per_s, 3) : "");
+    out << '\n';
+  }
   close_checked(out, file);
 }
 
 void write_arrivals_csv(const std::filesystem::path& file, const std::vector<outage_row>& rows) {
   auto out = open_for_writing(file);
   std::size_t buckets = 0;
+  const bool fleet = fleet_rows(rows);
   out << "time_ms";
   for (const auto& r : rows) {
-    out << ',' << column_name(r.retry, r.budget, r.gate);
+    out << ',' << (fleet ? column_name(r.retry, r.budget, r.gate) + "/" + std::string(to_string(r.fleet))
+                         : column_name(r.retry, r.budget, r.gate));
     buckets = std::max(buckets, r.arrivals.size());
   }
   out << '\n';
@@ -157,9 +198,11 @@ void write_arrivals_csv(const std::filesystem::path& file, const std::vector<out
 
 std::string arrivals_gnuplot_script(const outage_study& study, const std::vector<outage_row>& rows,
                                     const std::string& data, const std::string& image) {
-  // Column of each (strategy, budget, gate) in the data file: time is column 1.
-  std::map<std::tuple<strategy, bool, bool>, std::size_t> column;
-  for (std::size_t i = 0; i < rows.size(); ++i) column[{rows[i].retry, rows[i].budget, rows[i].gate}] = i + 2;
+  // Column of each (strategy, budget, gate, fleet) in the data file: time is column 1.
+  std::map<std::tuple<strategy, bool, bool, fleet_mode>, std::size_t> column;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    column[{rows[i].retry, rows[i].budget, rows[i].gate, rows[i].fleet}] = i + 2;
+  const bool fleet = is_fleet_study(study);
   std::vector<strategy> shown;
   for (strategy s : study.strategies)
     for (const auto& [key, index] : column)
@@ -183,7 +226,7 @@ std::string arrivals_gnuplot_script(const outage_study& study, const std::vector
     << "set arrow from " << ms(c.outage) << ",graph 0 to " << ms(c.outage)
     << ",graph 1 nohead dashtype 2 lc rgb '#888888'\n"
     << "set multiplot layout " << std::max<std::size_t>(shown.size(), 1) << ",1 title '" << c.clients
-    << " clients, dependency down for " << ms(c.outage) << " ms then " << c.capacity
+    << " clients" << (fleet ? " over " + std::to_string(c.processes) + " processes" : "") << ", dependency down for " << ms(c.outage) << " ms then " << c.capacity
     << " at a time: calls arriving per 10 ms'\n";
   for (std::size_t i = 0; i < shown.size(); ++i) {
     const strategy s = shown[i];
@@ -197,15 +240,17 @@ std::string arrivals_gnuplot_script(const outage_study& study, const std::vector
       const char* colour;
       const char* title;
     };
-    for (const line& l : {line{false, false, "#1f77b4", "neither"}, line{true, false, "#d62728", "budget"},
-                          line{false, true, "#2ca02c", "gate"}, line{true, true, "#9467bd", "budget+gate"}}) {
-      const auto found = column.find({s, l.budget, l.gate});
-      if (found == column.end()) continue;
-      if (!first) g << ", ";
-      first = false;
-      g << "'" << data << "' using 1:" << found->second << " skip 1 with steps lw 1.2 lc rgb '" << l.colour
-        << "' title '" << l.title << "'";
-    }
+    for (fleet_mode f : {fleet_mode::local, fleet_mode::shared})
+      for (const line& l : {line{false, false, "#1f77b4", "neither"}, line{true, false, "#d62728", "budget"},
+                            line{false, true, "#2ca02c", "gate"}, line{true, true, "#9467bd", "budget+gate"}}) {
+        const auto found = column.find({s, l.budget, l.gate, f});
+        if (found == column.end()) continue;
+        if (!first) g << ", ";
+        first = false;
+        g << "'" << data << "' using 1:" << found->second << " skip 1 with steps lw 1.2 "
+          << (f == fleet_mode::shared ? "dt 2 " : "") << "lc rgb '" << l.colour << "' title '" << l.title
+          << (fleet ? " " + std::string(to_string(f)) : "") << "'";
+      }
     g << "\n";
   }
   g << "unset multiplot\n";

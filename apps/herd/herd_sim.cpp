@@ -1,5 +1,7 @@
 #include "herd/herd_sim.hpp"
 
+#include "herd/fleet_store.hpp"
+
 #include <coretry/async_retry.hpp>
 #include <coretry/budget.hpp>
 #include <coretry/classify.hpp>
@@ -7,6 +9,7 @@
 #include <coretry/testing/manual_clock.hpp>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -15,6 +18,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <numbers>
 
 namespace herd {
@@ -67,21 +71,87 @@ std::uint64_t mix(std::uint64_t x) noexcept {
   return x ^ (x >> 31);
 }
 
+/// A process's gate as the clients see it: coretry::local_gate itself, with
+/// the instants at which it admits a probe and first closes written down.
+class observed_gate final : public coretry::retry_gate {
+public:
+  observed_gate(coretry::local_gate& gate, std::vector<duration>& probes, std::optional<duration>& closed)
+      : gate_(gate), probes_(probes), closed_(closed) {}
+
+  void record(coretry::attempt_status result, duration now) noexcept override {
+    gate_.record(result, now);
+    note(now);
+  }
+  coretry::gate_decision ask(duration now, duration latest, const coretry::gate_decision* held) noexcept override {
+    const std::uint64_t before = gate_.counts().probes;
+    const coretry::gate_decision d = gate_.ask(now, latest, held);
+    if (gate_.counts().probes != before) probes_.push_back(now);
+    note(now);
+    return d;
+  }
+  void probe_ended(std::uint64_t ticket) noexcept override { gate_.probe_ended(ticket); }
+  bool allow_first_attempt(duration now, coretry::random_source& random) override {
+    return gate_.allow_first_attempt(now, random);
+  }
+  /// Writes down the first instant at which the gate is seen closed.
+  void note(duration now) noexcept {
+    if (!closed_ && !gate_.is_open()) closed_ = now;
+  }
+
+private:
+  coretry::local_gate& gate_;
+  std::vector<duration>& probes_;
+  std::optional<duration>& closed_;
+};
+
+/// One process of the fleet: its budget and gate, and what its reconciler
+/// last told the fleet's store.
+struct process_state {
+  std::optional<coretry::token_bucket_budget> bucket; // local
+  std::optional<coretry::leased_budget> leased;       // shared
+  std::optional<coretry::local_gate> gate;
+  std::optional<observed_gate> observed;
+  coretry::gate_model::counts published{}; // the gate's recorded() as last sent
+  std::uint64_t openings = 0;              // the gate's openings() as last sent
+
+  coretry::retry_budget* budget() {
+    if (bucket) return &*bucket;
+    if (leased) return &*leased;
+    return nullptr;
+  }
+};
+
 /// Everything one run owns: its io_context on virtual time, its random
-/// streams, its budget and what it measures.
+/// streams, its processes (budgets and gates) and what it measures.
 struct world {
-  world(const run_config& config)
+  world(const run_config& config, unsigned process_count = 1, fleet_mode fleet = fleet_mode::local)
       : network(config.network, mix(config.seed)), jitter(mix(config.seed ^ 0x6a09e667f3bcc908ULL)) {
-    if (config.budget)
-      budget.emplace(coretry::token_bucket_budget::options{budget_capacity, budget_tokens_per_initial_request});
-    if (config.gate) gate.emplace();
     result.clients = config.clients;
     result.attempts.assign(config.clients, 0);
     result.stops.assign(config.clients, coretry::stop_reason::succeeded);
     result.ended.assign(config.clients, duration::zero());
+    if (config.gate) result.gate_closed.assign(process_count, std::nullopt);
+    for (unsigned p = 0; p < process_count; ++p) {
+      auto& s = *processes.emplace_back(std::make_unique<process_state>());
+      if (config.budget && fleet == fleet_mode::local)
+        s.bucket.emplace(coretry::token_bucket_budget::options{budget_capacity, budget_tokens_per_initial_request});
+      if (config.budget && fleet == fleet_mode::shared)
+        s.leased.emplace(coretry::leased_budget::options{budget_capacity, budget_tokens_per_initial_request,
+                                                         lease_size});
+      if (config.gate) {
+        s.gate.emplace();
+        s.observed.emplace(*s.gate, result.probes, result.gate_closed[p]);
+        s.openings = s.gate->openings();
+      }
+    }
   }
 
   duration now() const { return runner.elapsed(); }
+  /// The process client `i` of `clients` belongs to.
+  process_state& process_of(unsigned i) {
+    const auto p = static_cast<std::size_t>(std::uint64_t{i} * processes.size() / result.clients);
+    return *processes[p];
+  }
 
   /// A call reached the dependency.
   void arrive(unsigned attempt_number) {
@@ -102,8 +172,13 @@ struct world {
   manual_runner runner{io};
   delay_source network;
   seeded_random jitter;
-  std::optional<coretry::token_bucket_budget> budget;
-  std::optional<coretry::local_gate> gate;
+  std::vector<std::unique_ptr<process_state>> processes;
+  unsigned finished = 0; ///< clients whose operation has ended
+  /// Shared fleets: the fleet's store, how often each process reconciles
+  /// with it and when each first does.
+  std::optional<fleet_store> store;
+  duration reconcile{};
+  std::vector<duration> phases; ///< per process: its first exchange
   run_result result;
   std::exception_ptr failure;
 };
@@ -177,17 +252,69 @@ asio::awaitable<int> outage_attempt(world& w, outage_dependency& dep, unsigned n
   co_return status;
 }
 
+/// One exchange of process `p` with the fleet's store, as
+/// coretry::redis::shared_state makes it, at an instant: deposits and the
+/// tokens wanted, the gate's results since the last exchange, "forget" when
+/// the gate opened since; then the grant is leased and the gate told the
+/// fleet's counts and size.
+void exchange(world& w, std::size_t p) {
+  process_state& s = *w.processes[p];
+  fleet_store::request r;
+  r.process = static_cast<unsigned>(p);
+  coretry::leased_budget::request lease{};
+  if (s.leased) {
+    lease = s.leased->begin_exchange();
+    r.deposit_units = lease.deposit_units;
+    r.want = lease.want;
+  }
+  if (s.gate) {
+    const coretry::gate_model::counts recorded = s.gate->recorded();
+    r.requests = recorded.requests - s.published.requests;
+    r.accepts = recorded.accepts - s.published.accepts;
+    s.published = recorded;
+    const std::uint64_t openings = s.gate->openings();
+    r.forget = openings != s.openings;
+    s.openings = openings;
+  }
+  const fleet_store::reply answer = w.store->exchange(w.now(), r);
+  if (s.leased) s.leased->exchange_succeeded(std::min(answer.granted, lease.want));
+  if (s.gate) {
+    s.gate->set_fleet({answer.peer_requests, answer.peer_accepts}, std::max(1u, answer.live), w.now());
+    s.observed->note(w.now());
+  }
+}
+
+/// Process `p`'s reconciler: an exchange at its phase, then one every
+/// period, until every client has finished.
+asio::awaitable<void> reconciler(world& w, std::size_t p) {
+  manual_timer timer(co_await asio::this_coro::executor);
+  co_await wait(timer, w.phases[p]);
+  while (w.finished < w.result.clients) {
+    exchange(w, p);
+    co_await wait(timer, w.reconcile);
+  }
+}
+
+void start_reconcilers(world& w) {
+  if (!w.store) return;
+  for (std::size_t p = 0; p < w.processes.size(); ++p)
+    asio::co_spawn(w.io, reconciler(w, p), [&w](std::exception_ptr error) {
+      if (error && !w.failure) w.failure = error;
+    });
+}
+
 /// Starts every client's retrying operation at time zero (they fail
 /// together) and runs virtual time until all have finished.
 template <class MakeAttempt>
 void run_clients(world& w, const coretry::policy& p, MakeAttempt make_attempt) {
   coretry::retry_options options;
   options.safety = coretry::repeat_safety::idempotent;
-  options.budget = w.budget ? &*w.budget : nullptr;
-  options.gate = w.gate ? &*w.gate : nullptr;
   options.random = &w.jitter;
   options.operation = "herd";
   for (unsigned i = 0; i < w.result.clients; ++i) {
+    process_state& process = w.process_of(i);
+    options.budget = process.budget();
+    options.gate = process.observed ? &*process.observed : nullptr;
     coretry::async_retry<manual_timer>(
         w.io.get_executor(), p, options,
         [&make_attempt](coretry::attempt_context<manual_clock> attempt) { return make_attempt(attempt.number); },
@@ -200,8 +327,10 @@ void run_clients(world& w, const coretry::policy& p, MakeAttempt make_attempt) {
           if (outcome.succeeded()) ++w.result.succeeded;
           if (outcome.reason == coretry::stop_reason::budget_exhausted) ++w.result.budget_stops;
           if (outcome.reason == coretry::stop_reason::dependency_unhealthy) ++w.result.gate_stops;
+          ++w.finished;
         });
   }
+  start_reconcilers(w);
   w.runner.run();
   if (w.failure) std::rethrow_exception(w.failure);
   w.result.completion = w.result.ended.empty() ? duration::zero()
@@ -226,6 +355,14 @@ std::string_view to_string(strategy s) noexcept {
   case strategy::full: return "full";
   case strategy::equal: return "equal";
   case strategy::decorrelated: return "decorrelated";
+  }
+  return "invalid";
+}
+
+std::string_view to_string(fleet_mode f) noexcept {
+  switch (f) {
+  case fleet_mode::local: return "local";
+  case fleet_mode::shared: return "shared";
   }
   return "invalid";
 }
@@ -279,6 +416,10 @@ run_result run_outage(const outage_config& config) {
   if (config.service_time < duration::zero()) throw std::invalid_argument("service time must not be negative");
   if (config.max_attempts == 0) throw std::invalid_argument("max attempts must be at least 1");
   if (config.deadline <= duration::zero()) throw std::invalid_argument("deadline must be positive");
+  if (config.processes == 0 || config.processes > config.clients)
+    throw std::invalid_argument("processes must be between 1 and the number of clients");
+  if (config.fleet == fleet_mode::shared && config.reconcile <= duration::zero())
+    throw std::invalid_argument("the reconciliation period must be positive");
   coretry::policy p;
   p.max_attempts = config.max_attempts;
   p.overall_deadline = config.deadline;
@@ -287,7 +428,17 @@ run_result run_outage(const outage_config& config) {
   p.completion_reserve = duration::zero();
   p.backoff = backoff_for(config.retry, config.base, config.cap);
 
-  world w(config);
+  world w(config, config.processes, config.fleet);
+  if (config.fleet == fleet_mode::shared && (config.budget || config.gate)) {
+    fleet_store::options store;
+    store.capacity_units = std::llround(budget_capacity * static_cast<double>(coretry::leased_budget::units_per_token));
+    store.budget = config.budget;
+    store.gate_width = config.gate ? w.processes.front()->gate->settings().window / 10 : duration::zero();
+    store.stale = std::max<duration>(500ms, 4 * config.reconcile); // as shared_state does
+    w.store.emplace(store);
+    w.reconcile = config.reconcile;
+    for (unsigned p = 0; p < config.processes; ++p) w.phases.push_back(reconcile_phase(config, p));
+  }
   outage_dependency dep{config.outage, config.capacity, config.service_time};
   run_clients(w, p, [&](unsigned number) { return outage_attempt(w, dep, number); });
   return std::move(w.result);
@@ -383,27 +534,63 @@ outage_row summarize_outage(const outage_config& config, const run_result& r) {
   row.max = percentile(successes, 1.0);
   row.completion = r.completion;
   row.arrivals = r.arrivals;
+  row.processes = config.processes;
+  row.fleet = config.fleet;
+  row.reconcile = config.reconcile;
+  row.amplification = r.clients ? static_cast<double>(r.calls) / r.clients : 0.0;
+  row.fleet_probes_per_s = fleet_probe_rate(config, r);
   return row;
+}
+
+duration reconcile_phase(const outage_config& config, unsigned process) noexcept {
+  const std::int64_t k = std::max(1u, config.processes);
+  const auto spacing = static_cast<std::uint64_t>(std::max<duration::rep>(1, (config.reconcile / k).count()));
+  const duration offset(static_cast<duration::rep>(mix(config.seed ^ 0xbb67ae8584caa73bULL) % spacing));
+  return offset + config.reconcile * static_cast<std::int64_t>(process) / k;
+}
+
+std::optional<double> fleet_probe_rate(const outage_config& config, const run_result& r) {
+  if (r.gate_closed.empty()) return std::nullopt;
+  duration from{};
+  for (const auto& closed : r.gate_closed) {
+    if (!closed || *closed >= config.outage) return std::nullopt;
+    from = std::max(from, *closed);
+  }
+  const auto probes = std::count_if(r.probes.begin(), r.probes.end(),
+                                    [&](duration t) { return t >= from && t < config.outage; });
+  return static_cast<double>(probes) / std::chrono::duration<double>(config.outage - from).count();
+}
+
+bool is_fleet_study(const outage_study& study) noexcept {
+  return study.config.processes > 1 ||
+         std::any_of(study.fleets.begin(), study.fleets.end(), [](fleet_mode f) { return f != fleet_mode::local; });
 }
 
 std::vector<outage_row> run_outage_study(const outage_study& study, const progress_fn& progress) {
   std::vector<outage_row> rows;
-  const std::size_t total = study.strategies.size() * study.budgets.size() * study.gates.size();
+  const std::size_t total =
+      study.fleets.size() * study.strategies.size() * study.budgets.size() * study.gates.size();
   std::size_t done = 0;
-  for (bool gate : study.gates)
-    for (bool budget : study.budgets)
-      for (strategy s : study.strategies) {
-        outage_config c = study.config;
-        c.retry = s;
-        c.budget = budget;
-        c.gate = gate;
-        c.seed = run_seed(study.seed, "outage", c.clients, 0);
-        rows.push_back(summarize_outage(c, run_outage(c)));
-        if (progress)
-          progress(++done, total,
-                   "outage " + std::to_string(c.clients) + " clients " + std::string(to_string(s)) +
-                       (budget ? " budget" : "") + (gate ? " gate" : ""));
-      }
+  for (fleet_mode fleet : study.fleets)
+    for (bool gate : study.gates)
+      for (bool budget : study.budgets)
+        for (strategy s : study.strategies) {
+          outage_config c = study.config;
+          c.retry = s;
+          c.budget = budget;
+          c.gate = gate;
+          c.fleet = fleet;
+          // The same seed for every fleet mode and process count: each sees the same network.
+          c.seed = run_seed(study.seed, "outage", c.clients, 0);
+          rows.push_back(summarize_outage(c, run_outage(c)));
+          if (progress)
+            progress(++done, total,
+                     "outage " + std::to_string(c.clients) + " clients " + std::string(to_string(s)) +
+                         (budget ? " budget" : "") + (gate ? " gate" : "") +
+                         (is_fleet_study(study) ? " " + std::to_string(c.processes) + " processes " +
+                                                      std::string(to_string(fleet))
+                                                : ""));
+        }
   return rows;
 }
 

@@ -65,6 +65,24 @@ inline constexpr duration bucket_width = 10ms;
 /// (capacity 20, 0.1 token per initial request), shared by all clients.
 inline constexpr double budget_capacity = 20.0;
 inline constexpr double budget_tokens_per_initial_request = 0.1;
+/// Shared fleets: the most tokens a process holds leased (coretry::leased_budget's default).
+inline constexpr unsigned lease_size = 5;
+
+/// How the processes of a fleet (outage_config::processes) hold their retry
+/// budget and gate.
+enum class fleet_mode {
+  /// Each process has its own coretry::token_bucket_budget and its own
+  /// coretry::local_gate, as if alone: K processes give K times the retry
+  /// allowance and K times the probes.
+  local,
+  /// Each process has a coretry::leased_budget and a coretry::local_gate,
+  /// reconciled every `reconcile` with a model of the Redis exchange script
+  /// (fleet_store), as coretry::redis::shared_state does: one fleet-wide
+  /// bucket, gate health judged on the fleet's results, slots spaced by the
+  /// number of live processes.
+  shared,
+};
+std::string_view to_string(fleet_mode f) noexcept;
 
 /// What every run has in common.
 struct run_config {
@@ -95,6 +113,14 @@ struct outage_config : run_config {
   unsigned max_attempts = 10;     ///< per client, including the first
   duration attempt_limit = 1s;    ///< per attempt (never reached by this dependency)
   duration deadline = 30s;        ///< each client's overall deadline
+  /// The clients are spread evenly over this many processes (client i in
+  /// process i x processes / clients), each with its own budget and gate.
+  unsigned processes = 1;
+  fleet_mode fleet = fleet_mode::local;
+  /// shared: each process exchanges with the fleet's store this often, at its
+  /// own phase (the phases spread evenly over the period, offset by the
+  /// seed); each exchange is instantaneous.
+  duration reconcile = 50ms;
 };
 
 /// What one run measured.
@@ -113,6 +139,11 @@ struct run_result {
   std::vector<duration> ended;             ///< per client: when its operation ended
   std::vector<std::uint32_t> arrivals;       ///< per 10 ms bucket: calls arriving at the dependency
   std::vector<std::uint32_t> retry_arrivals; ///< per 10 ms bucket: the retries among them
+  /// Gate runs: the instants at which a gate admitted a retry while it was
+  /// not open (a probe), every process's gate together, in order.
+  std::vector<duration> probes;
+  /// Gate runs: per process, when its gate first closed (absent: never).
+  std::vector<std::optional<duration>> gate_closed;
 };
 
 /// Runs one scenario once through coretry::async_retry on virtual time.
@@ -156,14 +187,30 @@ struct contention_row {
 
 std::vector<contention_row> run_contention_study(const contention_study& study, const progress_fn& progress = {});
 
-/// The outage study: every strategy x budget x gate, once each, on the same seed.
+/// Shared fleets: when process `process` first exchanges with the store (then
+/// every `reconcile`): the phases are spread evenly over the period, all
+/// offset by a draw from the run's seed smaller than their spacing.
+duration reconcile_phase(const outage_config& config, unsigned process) noexcept;
+
+/// Probes per second admitted by all the gates of a fleet while every one of
+/// them was closed: from the instant the last of them closed to the end of
+/// the outage. Absent when a gate did not close before the outage ended.
+std::optional<double> fleet_probe_rate(const outage_config& config, const run_result& result);
+
+/// The outage study: every fleet mode x gate x budget x strategy, once each,
+/// on the same seed.
 struct outage_study {
-  outage_config config{}; ///< retry, budget, gate and seed are set per run
+  outage_config config{}; ///< retry, budget, gate, fleet and seed are set per run
   std::vector<strategy> strategies{all_strategies.begin(), all_strategies.end()};
   std::vector<bool> budgets{false, true};
   std::vector<bool> gates{false};
+  std::vector<fleet_mode> fleets{fleet_mode::local};
   std::uint64_t seed = 1;
 };
+
+/// Whether a study spreads its clients over processes or shares state: its
+/// reports then say which fleet mode and how many processes each row had.
+bool is_fleet_study(const outage_study& study) noexcept;
 
 struct outage_row {
   strategy retry{};
@@ -185,6 +232,12 @@ struct outage_row {
   duration p50{}, p90{}, p99{}, max{};      ///< time to success of the clients that succeeded
   duration completion{};                    ///< when the last client finished
   std::vector<std::uint32_t> arrivals;      ///< per 10 ms bucket
+  unsigned processes = 1;
+  fleet_mode fleet = fleet_mode::local;
+  duration reconcile{};
+  /// Calls per client (the clients' own requests make 1).
+  double amplification = 0;
+  std::optional<double> fleet_probes_per_s; ///< see fleet_probe_rate
 };
 
 outage_row summarize_outage(const outage_config& config, const run_result& result);

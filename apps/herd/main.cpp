@@ -136,6 +136,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   outage->add_option("--outage-base", args.outage_base, "first backoff window")->capture_default_str();
   outage->add_option("--outage-cap", args.outage_cap, "largest backoff window")->capture_default_str();
+  outage->add_option("--processes", args.processes, "processes the clients are spread over (1 to 10000)")
+      ->capture_default_str();
+  outage->add_option("--fleet", args.fleet,
+                     "the processes' budgets and gates: local (each its own), shared (reconciled through a\n"
+                     "model of the Redis store) or both (default: both with --processes 2 or more, else local)");
+  outage->add_option("--reconcile", args.reconcile,
+                     "shared fleet: how often each process exchanges with the store (1ms to 60s)")
+      ->capture_default_str();
   app.footer("Durations take a unit: ns, us, ms, s or min (500ms, 2s, 1.5s).\n"
              "Exit status: 0 done; 1 an output could not be written; 2 bad command line.\n"
              "Example: herd --seed 42 --out herd-out\n");

@@ -94,3 +94,44 @@ TEST_CASE("the seed given wins and otherwise the default one is used") {
   args.scenario = "outage";
   CHECK_FALSE(herd::make_plan(args, 1).contention);
 }
+
+TEST_CASE("fleet options: processes, fleet modes and the reconciliation period") {
+  herd::arguments args;
+  CHECK(herd::make_plan(args, 1).outage_study_.fleets == std::vector<herd::fleet_mode>{herd::fleet_mode::local});
+  args.processes = 10;
+  auto p = herd::make_plan(args, 1);
+  CHECK(p.outage_study_.config.processes == 10);
+  CHECK(p.outage_study_.fleets ==
+        std::vector<herd::fleet_mode>{herd::fleet_mode::local, herd::fleet_mode::shared});
+  CHECK(p.outage_study_.config.reconcile == 50ms);
+  args.fleet = "shared";
+  args.reconcile = "20ms";
+  p = herd::make_plan(args, 1);
+  CHECK(p.outage_study_.fleets == std::vector<herd::fleet_mode>{herd::fleet_mode::shared});
+  CHECK(p.outage_study_.config.reconcile == 20ms);
+
+  args = {};
+  args.processes = 0;
+  CHECK(usage_message(args) == "--processes: 0 is out of range; give 1 to 10000");
+  args.processes = 10001;
+  CHECK(usage_message(args) == "--processes: 10001 is out of range; give 1 to 10000");
+  args.processes = 20;
+  args.outage_clients = 10;
+  CHECK(usage_message(args) == "--processes: 20 is more than the 10 clients (--clients); every process needs one");
+  args = {};
+  args.fleet = "global";
+  CHECK(usage_message(args) == "--fleet: 'global' is not local, shared or both");
+  args = {};
+  args.reconcile = "0";
+  CHECK(usage_message(args) == "--reconcile: 0 is out of range; give 1ms to 60s");
+  args.reconcile = "61s";
+  CHECK(usage_message(args) == "--reconcile: 61s is out of range; give 1ms to 60s");
+  args.reconcile = "999us";
+  CHECK(usage_message(args) == "--reconcile: 999us is out of range; give 1ms to 60s");
+  args.reconcile = "50";
+  CHECK(usage_message(args).starts_with("--reconcile: '50' has no unit"));
+  args.reconcile = "60s";
+  CHECK(usage_message(args).empty());
+  args.reconcile = "1ms";
+  CHECK(usage_message(args).empty());
+}

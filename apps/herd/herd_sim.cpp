@@ -279,7 +279,10 @@ void exchange(world& w, std::size_t p) {
   const fleet_store::reply answer = w.store->exchange(w.now(), r);
   if (s.leased) s.leased->exchange_succeeded(std::min(answer.granted, lease.want));
   if (s.gate) {
-    s.gate->set_fleet({answer.peer_requests, answer.peer_accepts}, std::max(1u, answer.live), w.now());
+    // The gate's phase is the process's reconciliation phase: the fleet's
+    // first probes after closing spread over a slot interval.
+    const double phase = static_cast<double>(w.phases[p].count()) / static_cast<double>(w.reconcile.count());
+    s.gate->set_fleet({answer.peer_requests, answer.peer_accepts}, std::max(1u, answer.live), w.now(), phase);
     s.observed->note(w.now());
   }
 }

@@ -313,6 +313,15 @@ void shared_state::start() {
 void shared_state::stop() noexcept {
   auto self = impl_;
   if (!self || self->stopping.exchange(true)) return;
+  if (!self->started) {
+    // No reconciler will ever run: the budgets, shared with empty leases,
+    // would deny every retry. They are local from now on.
+    for (auto& d : self->deps) {
+      if (d.budget) d.budget->exchange_failed();
+      if (d.gate) d.gate->set_fleet({}, 1, steady_now());
+    }
+    return;
+  }
   try {
     asio::post(self->strand, [self] { self->cancel.emit(asio::cancellation_type::terminal); });
   } catch (...) {

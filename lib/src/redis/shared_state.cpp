@@ -174,13 +174,14 @@ struct shared_state::impl {
     const leased_budget::request req = d.budget ? d.budget->begin_exchange() : leased_budget::request{};
     gate_model::counts recorded{}, delta{};
     bool forget = false;
+    std::uint64_t openings = 0;
     if (d.gate) {
       recorded = d.gate->recorded();
       delta = {recorded.requests - d.published.requests, recorded.accepts - d.published.accepts};
       d.published = recorded; // sent once, even if the exchange fails after reaching Redis
-      const std::uint64_t openings = d.gate->openings();
+      // Sent until an exchange succeeds: forgetting twice loses nothing.
+      openings = d.gate->openings();
       forget = openings != d.openings;
-      d.openings = openings;
     }
     std::vector<std::string> args = script_arguments(d, req, delta, forget);
     const reply r = co_await run_script(conn, std::move(args));
@@ -196,6 +197,7 @@ struct shared_state::impl {
     }
     if (d.budget) d.budget->exchange_succeeded(static_cast<unsigned>(std::min<long long>(v[0], req.want)));
     if (d.gate) {
+      d.openings = openings;
       const unsigned processes = static_cast<unsigned>(std::clamp<long long>(v[1], 1, 1'000'000));
       d.gate->set_fleet({static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])}, processes,
                         steady_now());

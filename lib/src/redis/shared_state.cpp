@@ -199,8 +199,13 @@ struct shared_state::impl {
     if (d.gate) {
       d.openings = openings;
       const unsigned processes = static_cast<unsigned>(std::clamp<long long>(v[1], 1, 1'000'000));
-      d.gate->set_fleet({static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])}, processes,
-                        steady_now());
+      // The gate opened while this exchange was out: the counts are the
+      // window's it has forgotten (the next exchange tells the fleet so).
+      const bool opened_meanwhile = d.gate->openings() != openings;
+      const gate_model::counts peers =
+          opened_meanwhile ? gate_model::counts{}
+                           : gate_model::counts{static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])};
+      d.gate->set_fleet(peers, processes, steady_now());
     }
     co_return 0;
   }

@@ -2,6 +2,7 @@
 // something no Redis would send: a problem, a fall back, the connection
 // closed, and memory bounded whatever the reply announces.
 
+#include "fake_redis.hpp"
 #include "fleet.hpp"
 #include "redis_server.hpp"
 
@@ -26,78 +27,7 @@ using coretry::redis::shared_state;
 
 namespace {
 
-/// A TCP listener on 127.0.0.1 that, for every connection, answers the n-th
-/// command read (one per read: the client waits for each reply) with
-/// `answer(n)` (nothing when empty), until the client closes the connection
-/// (counted in `closed`).
-class fake_redis {
-public:
-  explicit fake_redis(std::function<std::string(int)> answer) : answer_(std::move(answer)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listener_ >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(listener_, 16) == 0);
-    socklen_t length = sizeof a;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &length);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~fake_redis() {
-    done_ = true;
-    thread_.join();
-    ::close(listener_);
-  }
-  std::uint16_t port() const { return port_; }
-  int accepted() const { return accepted_.load(); }
-  int closed() const { return closed_.load(); }
-
-private:
-  // Waits for `fd` to be readable, at most `ms`, or until the test ends.
-  bool readable(int fd, int ms) {
-    for (int waited = 0; waited < ms && !done_; waited += 10) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 10) > 0) return true;
-    }
-    return false;
-  }
-  void serve() {
-    while (!done_) {
-      if (!readable(listener_, 100)) continue;
-      const int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      ++accepted_;
-      char buffer[4096];
-      for (int n = 0;; ++n) {
-        if (!readable(c, 5000)) break;
-        const ssize_t got = ::recv(c, buffer, sizeof buffer, 0);
-        if (got <= 0) {
-          ++closed_;
-          break;
-        }
-        const std::string out = answer_(n);
-        std::size_t sent = 0;
-        while (sent < out.size()) {
-          const ssize_t k = ::send(c, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-          if (k <= 0) break; // the client closed it mid-way
-          sent += static_cast<std::size_t>(k);
-        }
-      }
-      ::close(c);
-    }
-  }
-
-  std::function<std::string(int)> answer_;
-  int listener_ = -1;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> done_{false};
-  std::atomic<int> accepted_{0}, closed_{0};
-  std::thread thread_;
-};
-
-void check_refused(const std::function<std::string(int)>& answer, const std::string& expected_problem) {
+void check_refused(const std::function<std::string(int, const std::string&)>& answer, const std::string& expected_problem) {
   const long peak_before = peak_rss_kib();
   fake_redis fake(answer);
   io_thread io;
@@ -129,46 +59,46 @@ static std::string first(int n, std::string answer) { return n == 0 ? answer : s
 const std::string loaded = "$40\r\n" + std::string(40, 'a') + "\r\n"; // SCRIPT LOAD's answer
 
 TEST_CASE("redis: hostile reply - an array of 100000000 elements") {
-  check_refused([](int n) { return first(n, "*100000000\r\n"); }, "does not accept");
+  check_refused([](int n, const std::string&) { return first(n, "*100000000\r\n"); }, "does not accept");
 }
 
 TEST_CASE("redis: hostile reply - an array of 1000000 elements") {
-  check_refused([](int n) { return first(n, "*1000000\r\n"); }, "does not accept");
+  check_refused([](int n, const std::string&) { return first(n, "*1000000\r\n"); }, "does not accept");
 }
 
 TEST_CASE("redis: hostile reply - a 10 MB bulk string") {
-  check_refused([](int n) { return first(n, "$10000000\r\n" + std::string(4 * 1024 * 1024, 'x')); },
+  check_refused([](int n, const std::string&) { return first(n, "$10000000\r\n" + std::string(4 * 1024 * 1024, 'x')); },
                 "longer than 64 KiB");
 }
 
 TEST_CASE("redis: hostile reply - two replies to one command") {
-  check_refused([](int n) { return first(n, loaded + "+OK\r\n"); }, "more than one reply");
+  check_refused([](int n, const std::string&) { return first(n, loaded + "+OK\r\n"); }, "more than one reply");
 }
 
 TEST_CASE("redis: hostile reply - garbage") {
-  check_refused([](int n) { return first(n, "HTTP/1.1 400 Bad Request\r\n\r\n"); }, "does not accept");
+  check_refused([](int n, const std::string&) { return first(n, "HTTP/1.1 400 Bad Request\r\n\r\n"); }, "does not accept");
 }
 
 TEST_CASE("redis: hostile reply - an error to SCRIPT LOAD") {
-  check_refused([](int n) { return first(n, "-ERR unknown command 'SCRIPT'\r\n"); },
+  check_refused([](int n, const std::string&) { return first(n, "-ERR unknown command 'SCRIPT'\r\n"); },
                 "did not load the exchange script");
 }
 
 TEST_CASE("redis: hostile reply - the exchange answered with something else than five numbers") {
   SUBCASE("a negative number") {
-    check_refused([](int n) { return n == 0 ? loaded : n == 1 ? "*5\r\n:1\r\n:1\r\n:0\r\n:0\r\n:-1\r\n" : ""; },
+    check_refused([](int n, const std::string&) { return n == 0 ? loaded : n == 1 ? "*5\r\n:1\r\n:1\r\n:0\r\n:0\r\n:-1\r\n" : ""; },
                   "something else than 5 numbers");
   }
   SUBCASE("three numbers") {
-    check_refused([](int n) { return n == 0 ? loaded : n == 1 ? "*3\r\n:1\r\n:1\r\n:0\r\n" : ""; },
+    check_refused([](int n, const std::string&) { return n == 0 ? loaded : n == 1 ? "*3\r\n:1\r\n:1\r\n:0\r\n" : ""; },
                   "something else than 5 numbers");
   }
   SUBCASE("a string among them") {
-    check_refused([](int n) { return n == 0 ? loaded : n == 1 ? "*5\r\n:1\r\n$1\r\n1\r\n:0\r\n:0\r\n:0\r\n" : ""; },
+    check_refused([](int n, const std::string&) { return n == 0 ? loaded : n == 1 ? "*5\r\n:1\r\n$1\r\n1\r\n:0\r\n:0\r\n:0\r\n" : ""; },
                   "something else than 5 numbers");
   }
   SUBCASE("an error") {
-    check_refused([](int n) { return n == 0 ? loaded : n == 1 ? "-ERR boom\r\n" : ""; },
+    check_refused([](int n, const std::string&) { return n == 0 ? loaded : n == 1 ? "-ERR boom\r\n" : ""; },
                   "refused the exchange script: ERR boom");
   }
 }

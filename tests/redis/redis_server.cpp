@@ -134,6 +134,8 @@ std::optional<resp> exchange(int fd, const std::vector<std::vector<std::string>>
   return r;
 }
 
+} // namespace
+
 std::optional<resp> send_commands(std::uint16_t port, const std::vector<std::vector<std::string>>& commands,
                                   std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -150,8 +152,6 @@ std::optional<resp> send_commands(std::uint16_t port, const std::vector<std::vec
   }
   return exchange(s.fd, commands, until);
 }
-
-} // namespace
 
 std::optional<resp> send_command(std::uint16_t port, const std::vector<std::string>& args,
                                  std::chrono::milliseconds timeout) {

@@ -37,6 +37,10 @@ struct resp {
 std::optional<resp> send_command(std::uint16_t port, const std::vector<std::string>& args,
                                  std::chrono::milliseconds timeout = 2s);
 
+/// Sends `commands` on one fresh connection and returns the last reply.
+std::optional<resp> send_commands(std::uint16_t port, const std::vector<std::vector<std::string>>& commands,
+                                  std::chrono::milliseconds timeout = 2s);
+
 /// A loopback port nothing listened on a moment ago.
 std::uint16_t free_port();
 

@@ -38,8 +38,8 @@ long long info_number(const redis_server& server, const std::string& field) {
 TEST_CASE("redis: two processes share one budget, never above capacity plus deposits") {
   REDIS_SERVER_OR_SKIP(server);
   io_thread io;
-  shared_state a(io.executor(), fleet_options(server->port(), "process-a", std::chrono::milliseconds(100)));
-  shared_state b(io.executor(), fleet_options(server->port(), "process-b", std::chrono::milliseconds(100)));
+  shared_state a(io.executor(), fleet_options(server->port(), "process-a", std::chrono::milliseconds(150)));
+  shared_state b(io.executor(), fleet_options(server->port(), "process-b", std::chrono::milliseconds(150)));
   auto budget_a = a.budget("pricing", pricing_budget());
   auto budget_b = b.budget("pricing", pricing_budget());
   a.start();
@@ -60,7 +60,7 @@ TEST_CASE("redis: two processes share one budget, never above capacity plus depo
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   // The last deposits go with the next exchanges.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   while (std::chrono::steady_clock::now() < until) {
     drain();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -111,7 +111,8 @@ TEST_CASE("redis: a killed Redis turns every budget local at once, a restarted o
   REDIS_SERVER_OR_SKIP(server);
   io_thread io;
   problems told;
-  auto o = fleet_options(server->port(), "survivor");
+  // A period a loaded machine keeps to (a slow exchange would be a fall back too).
+  auto o = fleet_options(server->port(), "survivor", std::chrono::milliseconds(200));
   o.on_problem = told.callback();
   shared_state s(io.executor(), o);
   auto budget = s.budget("pricing", pricing_budget());
@@ -125,7 +126,7 @@ TEST_CASE("redis: a killed Redis turns every budget local at once, a restarted o
   server->kill();
   REQUIRE(eventually([&] { return !s.up() && !budget->shared(); }, std::chrono::seconds(5)));
   const double fell_back_ms = since_ms(killed);
-  MESSAGE("fell back " << fell_back_ms << " ms after SIGKILL (period 50 ms)");
+  MESSAGE("fell back " << fell_back_ms << " ms after SIGKILL (period 200 ms)");
   CHECK(fell_back_ms <= 1000.0);
   CHECK(s.fallbacks() == 1);
   REQUIRE(told.size() >= 1);
@@ -159,7 +160,7 @@ TEST_CASE("redis: a stopped Redis (SIGSTOP) is a timeout: local, then shared aft
   REDIS_SERVER_OR_SKIP(server);
   io_thread io;
   problems told;
-  auto o = fleet_options(server->port(), "patient");
+  auto o = fleet_options(server->port(), "patient", std::chrono::milliseconds(200));
   o.on_problem = told.callback();
   shared_state s(io.executor(), o);
   auto budget = s.budget("pricing", pricing_budget());
@@ -172,7 +173,7 @@ TEST_CASE("redis: a stopped Redis (SIGSTOP) is a timeout: local, then shared aft
   const double fell_back_ms = since_ms(paused);
   server->resume();
   REQUIRE(fell_back);
-  MESSAGE("fell back " << fell_back_ms << " ms after SIGSTOP (period 50 ms = exchange deadline)");
+  MESSAGE("fell back " << fell_back_ms << " ms after SIGSTOP (period 200 ms = exchange deadline)");
   CHECK(fell_back_ms <= 1000.0);
   CHECK(s.fallbacks() == 1);
   REQUIRE(told.size() >= 1);
@@ -188,7 +189,12 @@ TEST_CASE("redis: a stopped Redis (SIGSTOP) is a timeout: local, then shared aft
 TEST_CASE("redis: FLUSHALL and SCRIPT FLUSH do not stop the sharing (NOSCRIPT reloads the script)") {
   REDIS_SERVER_OR_SKIP(server);
   io_thread io;
-  shared_state s(io.executor(), fleet_options(server->port(), "flushed"));
+  problems told;
+  // NOSCRIPT, SCRIPT LOAD and EVALSHA again within one exchange's deadline:
+  // a generous one for slow (sanitized) builds.
+  auto o = fleet_options(server->port(), "flushed", std::chrono::milliseconds(250));
+  o.on_problem = told.callback();
+  shared_state s(io.executor(), o);
   auto budget = s.budget("pricing", pricing_budget());
   s.start();
   REQUIRE(eventually([&] { return s.exchanges() >= 2; }));
@@ -208,6 +214,7 @@ TEST_CASE("redis: FLUSHALL and SCRIPT FLUSH do not stop the sharing (NOSCRIPT re
   n = s.exchanges();
   REQUIRE(eventually([&] { return s.exchanges() >= n + 3; }));
   CHECK(s.fallbacks() == 0);
+  for (const auto& message : told.all()) MESSAGE("problem: " << message);
   CHECK(s.up());
   CHECK(budget->shared());
   // Loaded again: the cache holds one script.
@@ -410,8 +417,8 @@ TEST_CASE("redis: destroyed after its io_context stopped, and stopped before it 
     server->pause();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     io->stop();
-    io.reset(); // the io_context goes first: the frame goes with it
-    s.reset();
+    s.reset(); // its stop stays queued with the reconciler's frame
+    io.reset(); // both destroyed with the io_context (which must outlive the shared_state, as for any Asio object)
     server->resume();
   }
   SUBCASE("started on an io_context that never ran") {
@@ -463,4 +470,35 @@ TEST_CASE("redis: every key is under PREFIX:{DEPENDENCY}: and expires") {
   CHECK(window);
   CHECK_FALSE(stock_budget); // a dependency with a gate only has no bucket
   CHECK(keys->elements.size() >= 4);
+}
+
+TEST_CASE("redis: the database of the URL is SELECTed") {
+  REDIS_SERVER_OR_SKIP(server);
+  io_thread io;
+  auto o = fleet_options(server->port(), "selective");
+  o.server = coretry::redis::parse_url("redis://127.0.0.1:" + std::to_string(server->port()) + "/3");
+  shared_state s(io.executor(), o);
+  auto budget = s.budget("pricing", pricing_budget());
+  s.start();
+  REQUIRE(eventually([&] { return s.exchanges() >= 1; }));
+  const auto in_0 = server->command({"DBSIZE"});
+  const auto in_3 = send_commands(server->port(), {{"SELECT", "3"}, {"DBSIZE"}});
+  REQUIRE(in_0);
+  REQUIRE(in_3);
+  CHECK(in_0->integer == 0);
+  CHECK(in_3->integer == 2); // the budget and the processes
+
+  SUBCASE("a database the server does not have is a refusal, told once") {
+    problems told;
+    auto bad = fleet_options(server->port(), "selective");
+    bad.server.db = 100000;
+    bad.on_problem = told.callback();
+    shared_state t(io.executor(), bad);
+    auto local = t.budget("pricing", pricing_budget());
+    t.start();
+    REQUIRE(eventually([&] { return !local->shared(); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(told.size() == 1);
+    CHECK(told.all().front().find("SELECT 100000") != std::string::npos);
+  }
 }

@@ -3,7 +3,8 @@
 // clocks need not agree.
 //
 // KEYS[1] the budget (a hash: units = millionths of a token)
-// KEYS[2] the live processes (a sorted set: process -> last exchange, ms)
+// KEYS[2] the live processes with a gate (a sorted set: process -> last
+//         exchange, ms); a process with only a budget is not one of them
 // ARGV: 1 capacity (units), 2 deposit (units), 3 tokens wanted, 4 process,
 //       5 gate bucket width (ms, 0: no gate), 6 gate buckets, 7 requests and
 //       8 accepts to add, 9 forget the window (1 after this gate opened),
@@ -11,8 +12,8 @@
 //       budget's and processes' keys (ms), 12 use the budget (0/1),
 //       13 the window's key prefix (bucket keys are it plus the epoch; same
 //       hash tag as KEYS)
-// Returns {tokens granted, live processes, other processes' requests and
-// accepts in the window, tokens left (units)}.
+// Returns {tokens granted, live processes with a gate (0 without one), other
+// processes' requests and accepts in the window, tokens left (units)}.
 #ifndef CORETRY_REDIS_EXCHANGE_SCRIPT_HPP
 #define CORETRY_REDIS_EXCHANGE_SCRIPT_HPP
 
@@ -33,13 +34,13 @@ if ARGV[12] == '1' then
   redis.call('PEXPIRE', KEYS[1], ttl)
   left = units
 end
-redis.call('ZADD', KEYS[2], now, ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
-redis.call('PEXPIRE', KEYS[2], ttl)
-local live = redis.call('ZCARD', KEYS[2])
-local pr, pa = 0, 0
+local live, pr, pa = 0, 0, 0
 local width = tonumber(ARGV[5])
 if width > 0 then
+  redis.call('ZADD', KEYS[2], now, ARGV[4])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[10]))
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  live = redis.call('ZCARD', KEYS[2])
   local n = tonumber(ARGV[6])
   local epoch = math.floor(now / width)
   local base = ARGV[13]

@@ -486,7 +486,7 @@ TEST_CASE("redis: the database of the URL is SELECTed") {
   REQUIRE(in_0);
   REQUIRE(in_3);
   CHECK(in_0->integer == 0);
-  CHECK(in_3->integer == 2); // the budget and the processes
+  CHECK(in_3->integer == 1); // the budget (no gate: no processes)
 
   SUBCASE("a database the server does not have is a refusal, told once") {
     problems told;
@@ -501,4 +501,21 @@ TEST_CASE("redis: the database of the URL is SELECTed") {
     REQUIRE(told.size() == 1);
     CHECK(told.all().front().find("SELECT 100000") != std::string::npos);
   }
+}
+
+TEST_CASE("redis: a process with only a budget does not count in the gates' fleet") {
+  REDIS_SERVER_OR_SKIP(server);
+  io_thread io;
+  shared_state gated(io.executor(), fleet_options(server->port(), "gated"));
+  shared_state budget_only(io.executor(), fleet_options(server->port(), "budget-only"));
+  shared_state other_gated(io.executor(), fleet_options(server->port(), "other-gated"));
+  auto gate = gated.gate("pricing", local_gate::options{});
+  auto budget = budget_only.budget("pricing", pricing_budget());
+  gated.start();
+  budget_only.start();
+  REQUIRE(eventually([&] { return gated.exchanges() >= 3 && budget_only.exchanges() >= 3; }));
+  CHECK(gate->processes() == 1); // it alone probes: its slots are not spaced for two
+  auto other = other_gated.gate("pricing", local_gate::options{});
+  other_gated.start();
+  REQUIRE(eventually([&] { return gate->processes() == 2 && other->processes() == 2; }));
 }

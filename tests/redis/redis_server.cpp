@@ -11,7 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -207,17 +207,30 @@ void redis_server::spawn() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  const int failed = ::posix_spawn(&pid_, program, &actions, nullptr, argv.data(), environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  if (failed != 0) {
-    pid_ = -1;
-    throw std::runtime_error(std::string("posix_spawn redis-server: ") + std::strerror(failed));
+  // fork and exec rather than posix_spawn: the server is killed with the
+  // test (PR_SET_PDEATHSIG) even when the test crashes or aborts. Between
+  // fork and exec only async-signal-safe calls.
+  const int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int null_out = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(null_in, 0);
+    ::dup2(null_out, 1);
+    ::dup2(null_out, 2);
+    ::execve(program, argv.data(), environ);
+    ::_exit(127);
   }
+  const int error = errno;
+  ::close(null_in);
+  ::close(null_out);
+  if (child < 0) {
+    pid_ = -1;
+    throw std::runtime_error(std::string("fork for redis-server: ") + std::strerror(error));
+  }
+  pid_ = child;
 }
 
 bool redis_server::answers(std::chrono::milliseconds within) {

@@ -7,14 +7,15 @@
 //         millionths), `pruned` (the window's last pruned epoch), and per
 //         window epoch E: `rE`, `aE` (the fleet's requests and accepts) and
 //         `rE:P`, `aE:P` (process P's share of them)
-// KEYS[2] the live processes (a sorted set: process -> last exchange, ms)
+// KEYS[2] the live processes with a gate (a sorted set: process -> last
+//         exchange, ms); a process with only a budget is not one of them
 // ARGV: 1 capacity (units), 2 deposit (units), 3 tokens wanted, 4 process,
 //       5 gate bucket width (ms, 0: no gate), 6 gate buckets, 7 requests and
 //       8 accepts to add, 9 forget the window (1 after this gate opened),
 //       10 a process is gone after this long (ms), 11 lifetime of the keys
 //       (ms), 12 use the budget (0/1)
-// Returns {tokens granted, live processes, other processes' requests and
-// accepts in the window, tokens left (units)}.
+// Returns {tokens granted, live processes with a gate (0 without one), other
+// processes' requests and accepts in the window, tokens left (units)}.
 #ifndef CORETRY_REDIS_EXCHANGE_SCRIPT_HPP
 #define CORETRY_REDIS_EXCHANGE_SCRIPT_HPP
 
@@ -52,7 +53,7 @@ if ARGV[12] == '1' then
   set[#set + 1] = units
   left = units
 end
-local live, pr, pa = 1, 0, 0
+local live, pr, pa = 0, 0, 0
 local pruning = false
 if gate then
   local forget = ARGV[9] == '1'

@@ -178,13 +178,14 @@ struct shared_state::impl {
     const leased_budget::request req = d.budget ? d.budget->begin_exchange() : leased_budget::request{};
     gate_model::counts recorded{}, delta{};
     bool forget = false;
+    std::uint64_t openings = 0;
     if (d.gate) {
       recorded = d.gate->recorded();
       delta = {recorded.requests - d.published.requests, recorded.accepts - d.published.accepts};
       d.published = recorded; // sent once, even if the exchange fails after reaching Redis
-      const std::uint64_t openings = d.gate->openings();
+      // Sent until an exchange succeeds: forgetting twice loses nothing.
+      openings = d.gate->openings();
       forget = openings != d.openings;
-      d.openings = openings;
     }
     std::vector<std::string> args = script_arguments(d, req, delta, forget);
     const reply r = co_await run_script(conn, std::move(args));
@@ -203,9 +204,15 @@ struct shared_state::impl {
     d.bucket_full = d.budget && v[4] >= std::llround(d.budget->settings().capacity * leased_budget::units_per_token);
     d.fleet_failing = d.gate && v[2] > v[3];
     if (d.gate) {
+      d.openings = openings;
       const unsigned processes = static_cast<unsigned>(std::clamp<long long>(v[1], 1, 1'000'000));
-      d.gate->set_fleet({static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])}, processes,
-                        steady_now());
+      // The gate opened while this exchange was out: the counts are the
+      // window's it has forgotten (the next exchange tells the fleet so).
+      const bool opened_meanwhile = d.gate->openings() != openings;
+      const gate_model::counts peers =
+          opened_meanwhile ? gate_model::counts{}
+                           : gate_model::counts{static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])};
+      d.gate->set_fleet(peers, processes, steady_now());
     }
     co_return 0;
   }
@@ -352,6 +359,15 @@ void shared_state::start() {
 void shared_state::stop() noexcept {
   auto self = impl_;
   if (!self || self->stopping.exchange(true)) return;
+  if (!self->started) {
+    // No reconciler will ever run: the budgets, shared with empty leases,
+    // would deny every retry. They are local from now on.
+    for (auto& d : self->deps) {
+      if (d.budget) d.budget->exchange_failed();
+      if (d.gate) d.gate->set_fleet({}, 1, steady_now());
+    }
+    return;
+  }
   try {
     asio::post(self->strand, [self] { self->cancel.emit(asio::cancellation_type::terminal); });
   } catch (...) {

@@ -51,17 +51,26 @@ bool dns_name(std::string_view h) noexcept {
   return true;
 }
 
-// The URL as it may be printed: the userinfo replaced by "***".
+// The URL as it may be printed: everything between the scheme and the last
+// '@' replaced by "***" (a password may hold '/', '@' or "://" unescaped, and
+// be longer than what is shown), then cut to 200 bytes.
 std::string shown(std::string_view url) {
-  if (url.size() > 200) url = url.substr(0, 200);
+  std::size_t start = 0;
   const auto scheme = url.find("://");
-  const std::size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
-  const auto at = url.find('@', start);
+  if (scheme != std::string_view::npos && scheme > 0) {
+    bool letters = true;
+    for (char c : url.substr(0, scheme))
+      letters = letters && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                            c == '+' || c == '-' || c == '.');
+    if (letters) start = scheme + 3;
+  }
+  const auto at = url.rfind('@');
   std::string out;
-  if (at != std::string_view::npos && url.substr(start, at - start).find('/') == std::string_view::npos)
+  if (at != std::string_view::npos && at >= start)
     out = std::string(url.substr(0, start)) + "***" + std::string(url.substr(at));
   else
     out = std::string(url);
+  if (out.size() > 200) out.resize(200);
   for (char& c : out)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   return "'" + out + "'";

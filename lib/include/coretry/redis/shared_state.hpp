@@ -30,10 +30,10 @@ namespace coretry::redis {
 /// each dependency and, when it has something to exchange (see
 /// idle_period), runs one script (EVALSHA), which adds this
 /// process's deposits to the fleet's token bucket and leases it up to
-/// `max_lease` tokens, registers the process, adds the gate results this
-/// process recorded since the last exchange to the fleet's window and answers
-/// the other processes' counts in that window and the number of live
-/// processes. The gate judges health on the fleet's counts, and spaces its
+/// `max_lease` tokens, registers the process when it has the dependency's
+/// gate, adds the gate results this process recorded since the last exchange
+/// to the fleet's window and answers the other processes' counts in that
+/// window and the number of live processes with that gate. The gate judges health on the fleet's counts, and spaces its
 /// slots by the number of processes, so that the fleet lets through what one
 /// gate would.
 ///

@@ -1,0 +1,129 @@
+#ifndef CORETRY_TESTS_REDIS_REDIS_SERVER_HPP
+#define CORETRY_TESTS_REDIS_REDIS_SERVER_HPP
+
+// What the Redis tests share: a redis-server of their own on a free loopback
+// port, a blocking RESP client to look at it, an io_context on a thread, and
+// bounded polling.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace redis_tests {
+
+using namespace std::chrono_literals;
+
+/// One RESP reply, as the test client reads it.
+struct resp {
+  char type = 0; ///< '+', '-', ':', '$', '*' ('$' with nil = true for a nil)
+  bool nil = false;
+  long long integer = 0;
+  std::string text;
+  std::vector<resp> elements;
+};
+
+/// Sends one command to 127.0.0.1:`port` on a fresh connection and reads
+/// its reply within `timeout`; nullopt when that fails (nothing listens,
+/// no answer in time).
+std::optional<resp> send_command(std::uint16_t port, const std::vector<std::string>& args,
+                                 std::chrono::milliseconds timeout = 2s);
+
+/// Sends `commands` on one fresh connection and returns the last reply.
+std::optional<resp> send_commands(std::uint16_t port, const std::vector<std::vector<std::string>>& commands,
+                                  std::chrono::milliseconds timeout = 2s);
+
+/// A loopback port nothing listened on a moment ago.
+std::uint16_t free_port();
+
+/// Whether /usr/bin/redis-server is there.
+bool redis_installed();
+
+/// A redis-server of the test's own on 127.0.0.1, without persistence.
+/// Stopped (SIGTERM, then SIGKILL after 5 s) when destroyed.
+class redis_server {
+public:
+  struct options {
+    std::string password; ///< --requirepass when not empty
+  };
+  /// Starts it and waits until it answers PING. Throws when it cannot
+  /// (check redis_installed() first).
+  explicit redis_server(options opts);
+  redis_server() : redis_server(options{}) {}
+  ~redis_server();
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  std::string url() const;
+  /// A command on a fresh connection (with AUTH when there is a password).
+  std::optional<resp> command(const std::vector<std::string>& args) const;
+
+  void kill();    ///< SIGKILL, and reaped
+  void pause();   ///< SIGSTOP
+  void resume();  ///< SIGCONT
+  /// Starts it again, empty, on the same port (after kill()).
+  void restart();
+
+private:
+  void spawn();
+  bool answers(std::chrono::milliseconds within);
+  void reap(std::chrono::milliseconds within);
+  options opts_;
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+/// An io_context run by one thread until destroyed (or stop()).
+class io_thread {
+public:
+  io_thread();
+  ~io_thread();
+  io_thread(const io_thread&) = delete;
+  io_thread& operator=(const io_thread&) = delete;
+  boost::asio::io_context& context() { return io_; }
+  boost::asio::any_io_executor executor() { return io_.get_executor(); }
+  /// Stops the io_context and joins the thread (the io_context lives on).
+  void stop();
+
+private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  std::thread thread_;
+};
+
+/// Polls `condition` every 2 ms until it holds or `timeout` passes.
+template <class Condition>
+bool eventually(Condition condition, std::chrono::milliseconds timeout = 5s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+/// This process's peak resident set (VmHWM), in KiB.
+long peak_rss_kib();
+
+} // namespace redis_tests
+
+/// Starts `server` (a std::optional<redis_tests::redis_server>) with
+/// `options`, or skips the test when redis-server is not installed.
+#define REDIS_SERVER_OR_SKIP(server, ...)                                                   \
+  std::optional<redis_tests::redis_server> server;                                          \
+  if (!redis_tests::redis_installed()) {                                                    \
+    coretry::test::skip_test("no /usr/bin/redis-server");                                   \
+    return;                                                                                 \
+  }                                                                                         \
+  server.emplace(__VA_ARGS__)
+
+#endif

@@ -44,7 +44,7 @@ struct fleet_script {
   std::string answer(int n, const std::string& raw) {
     if (n == 0) return loaded; // SCRIPT LOAD
     const auto args = command_arguments(raw);
-    if (args.size() != 18 || args[0] != "EVALSHA") return "-ERR not an exchange\r\n";
+    if (args.size() != 17 || args[0] != "EVALSHA") return "-ERR not an exchange\r\n";
     std::unique_lock lock(mutex);
     const bool forget = args[13] == "1";
     if (forget && ++forgets == 1 && fail_first_forget) return "garbage\r\n";

@@ -73,10 +73,15 @@ struct shared_state::impl {
     bool fleet_failing = false;     // the other processes had failures in the window
   };
 
-  impl(asio::any_io_executor ex, options o) : strand(asio::make_strand(std::move(ex))), opts(std::move(o)) {}
+  impl(asio::any_io_executor ex, options o)
+      : strand(asio::make_strand(std::move(ex))), opts(std::move(o)),
+        phase(static_cast<double>(std::hash<std::string>{}(opts.process_id) & 0xffffffffu) / 4294967296.0) {}
 
   asio::strand<asio::any_io_executor> strand;
   options opts;
+  // Where this process's gates take their first slot after closing, in a
+  // fleet slot interval (from its name: the fleet's members differ).
+  double phase;
   std::vector<dependency> deps;
   bool started = false;
   std::atomic<bool> stopping{false};
@@ -212,7 +217,7 @@ struct shared_state::impl {
       const gate_model::counts peers =
           opened_meanwhile ? gate_model::counts{}
                            : gate_model::counts{static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])};
-      d.gate->set_fleet(peers, processes, steady_now());
+      d.gate->set_fleet(peers, processes, steady_now(), phase);
     }
     co_return 0;
   }
@@ -224,7 +229,7 @@ struct shared_state::impl {
   // successes reach the fleet). A fleet in good health thus costs Redis one
   // exchange per process per idle_period, whatever the request rate.
   bool due(const dependency& d, duration now) const {
-    if (!sharing || now - d.last >= opts.idle_period) return true;
+    if (!sharing || now - d.last >= std::max(opts.idle_period, opts.period)) return true;
     if (d.budget) {
       if (d.budget->leased() < d.budget->settings().max_lease) return true;
       if (!d.bucket_full && d.budget->pending_deposit_units() >= leased_budget::units_per_token) return true;
@@ -276,6 +281,9 @@ struct shared_state::impl {
       } catch (const std::exception& e) {
         problem = std::string("Redis exchange failed: ") + e.what();
       }
+      // Stopped: whatever the cancellation looked like (one error, or a
+      // wait and a timer both cancelled), it is not a fault.
+      if (s.stopping.load(std::memory_order_acquire)) break;
       conn.close();
       s.fall_back(problem);
       const duration window = backoff_window(s.opts.reconnect, failures < 64 ? failures : 64);
@@ -300,8 +308,8 @@ shared_state::shared_state(asio::any_io_executor ex, options opts) {
   check(name_ok(opts.prefix, true), "prefix must be 1 to 64 of A-Z a-z 0-9 _ - . :");
   check(opts.period >= std::chrono::milliseconds(1) && opts.period <= std::chrono::seconds(60),
         "period must be between 1 ms and 60 s");
-  check(opts.idle_period >= opts.period && opts.idle_period <= std::chrono::seconds(60),
-        "idle_period must be between period and 60 s");
+  check(opts.idle_period >= std::chrono::milliseconds(1) && opts.idle_period <= std::chrono::seconds(60),
+        "idle_period must be between 1 ms and 60 s");
   check(opts.connect_timeout >= std::chrono::milliseconds(1) && opts.connect_timeout <= std::chrono::seconds(60),
         "connect_timeout must be between 1 ms and 60 s");
   check(opts.reconnect.initial_window > duration::zero() && opts.reconnect.max_window >= opts.reconnect.initial_window &&

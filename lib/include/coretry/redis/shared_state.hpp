@@ -59,8 +59,8 @@ public:
     duration period = std::chrono::milliseconds(50);
     /// A dependency with nothing to exchange (lease full, deposits the
     /// fleet's bucket has no room for, gate open with no new failures, no
-    /// failures in the fleet) is exchanged only once per idle_period (at
-    /// least `period`, at most 60 s): a healthy fleet costs Redis a few
+    /// failures in the fleet) is exchanged only once per idle_period (1 ms
+    /// to 60 s; `period` when that is longer): a healthy fleet costs Redis a few
     /// commands per process per idle_period, whatever its request rate.
     duration idle_period = std::chrono::milliseconds(250);
     /// The longest a connection (lookup, connect, AUTH, SELECT) may take.

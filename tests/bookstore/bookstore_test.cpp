@@ -7,6 +7,9 @@
 #include "cli/process.hpp"
 #include "faults/hostile.hpp"
 #include "skip.hpp"
+#if CORETRY_BOOKSTORE_TESTS_REDIS
+#include "redis/redis_server.hpp"
+#endif
 
 #include <coretry/http/client.hpp>
 #include <coretry/stop_reason.hpp>
@@ -901,5 +904,100 @@ TEST_CASE("hostile clients: out of descriptors, the accept loop pauses instead o
   CHECK(response.starts_with("HTTP/1.1 200 "));
   CHECK(metric(store->metrics(), "bookstore_accept_errors_total") >= 1);
 }
+
+#if CORETRY_BOOKSTORE_TESTS_REDIS
+
+TEST_CASE("two bookstores sharing one Redis stay within one budget's bound together") {
+  REDIS_SERVER_OR_SKIP(redis);
+  server_thread pricing;
+  // Pricing always fails; each bookstore alone could add 20 + 10% retries:
+  // two, 2 x (20 + 0.1 x 100) = 60. Sharing, the pair has one bucket:
+  // 20 + 0.1 x 200 = 40.
+  std::vector<std::unique_ptr<bookstore_runner>> stores;
+  for (int i = 0; i < 2; ++i) {
+    bookstore::options o = options_for(pricing.url("/status/503"));
+    o.gate = false;
+    o.shared_state = redis->url();
+    o.shared_state_prefix = "pair";
+    // A loaded machine (the sanitizer builds) may take longer than 50 ms to
+    // finish an exchange; one that times out falls back to local budgets,
+    // whose bound is not the one checked here.
+    o.reconcile_period = 250ms;
+    stores.push_back(std::make_unique<bookstore_runner>(o, 2));
+  }
+  for (auto& store : stores)
+    REQUIRE(redis_tests::eventually([&] { return metric((*store)->metrics(), "coretry_shared_state_up") == 1; }));
+  constexpr int per_store = 100;
+  std::vector<std::thread> callers;
+  std::atomic<int> answered{0};
+  for (int t = 0; t < 8; ++t)
+    callers.emplace_back([&, t] {
+      const auto port = port_of(stores[static_cast<std::size_t>(t % 2)]->operator->()->base_url());
+      for (int i = t / 2; i < per_store; i += 4)
+        if (get(port, "/books/" + std::to_string(i)).status == 503) ++answered;
+    });
+  for (auto& c : callers) c.join();
+  CHECK(answered == 2 * per_store);
+  const auto calls = pricing->log().size();
+  MESSAGE("pricing calls: " << calls);
+  CHECK(calls >= 2 * per_store);
+  CHECK(calls <= 2 * per_store + 40);
+  for (auto& store : stores) CHECK(metric((*store)->metrics(), "coretry_shared_state_fallbacks_total") == 0);
+}
+
+TEST_CASE("the program with a refused Redis password says so once, never shows it, and serves with local state") {
+  REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{"the-right-one"});
+  server_thread pricing;
+  const std::string wrong = "not-the-password-42";
+  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
+                                  "--shared-state",
+                                  "redis://:" + wrong + "@127.0.0.1:" + std::to_string(redis->port())}};
+  const auto line = child.read_line(10s);
+  REQUIRE(line);
+  REQUIRE(line->starts_with("listening on http://"));
+  const auto port = port_of(*line);
+  CHECK(get(port, "/books/1").status == 200);
+  // A second or two of reconnecting, each refused the same way.
+  std::this_thread::sleep_for(1500ms);
+  const auto metrics = get(port, "/metrics").body;
+  CHECK(metric(metrics, "coretry_shared_state_up") == 0);
+  CHECK(metric(metrics, "coretry_shared_state_fallbacks_total") == 1);
+  CHECK(get(port, "/books/2").status == 200);
+  child.send(SIGTERM);
+  const auto result = child.finish(20s);
+  CHECK(result.status == 0);
+  CAPTURE(result.err);
+  int told = 0;
+  for (const auto& l : result.err_lines())
+    if (l.find("shared state:") != std::string::npos) ++told;
+  CHECK(told == 1);
+  CHECK(result.err.find("AUTH") != std::string::npos);
+  CHECK(result.err.find(wrong) == std::string::npos);
+  CHECK(result.err.find("the-right-one") == std::string::npos);
+}
+
+TEST_CASE("the program takes the Redis password from CORETRY_REDIS_PASSWORD and shares") {
+  REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{"from-the-environment"});
+  server_thread pricing;
+  ::setenv("CORETRY_REDIS_PASSWORD", "from-the-environment", 1);
+  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
+                                  "--shared-state", "redis://127.0.0.1:" + std::to_string(redis->port()),
+                                  "--shared-state-prefix", "env"}};
+  ::unsetenv("CORETRY_REDIS_PASSWORD");
+  const auto line = child.read_line(10s);
+  REQUIRE(line);
+  const auto port = port_of(*line);
+  CHECK(redis_tests::eventually([&] { return metric(get(port, "/metrics").body, "coretry_shared_state_up") == 1; }));
+  CHECK(get(port, "/books/1").status == 200);
+  const auto keys = redis->command({"KEYS", "env:{pricing}:*"});
+  REQUIRE(keys);
+  CHECK(keys->elements.size() >= 1);
+  child.send(SIGTERM);
+  const auto result = child.finish(20s);
+  CHECK(result.status == 0);
+  CHECK(result.err.find("from-the-environment") == std::string::npos);
+}
+
+#endif
 
 } // TEST_SUITE

@@ -56,7 +56,9 @@ leased_budget::leased_budget(options opts) : options_(opts), local_(bucket_optio
 
 void leased_budget::record_initial_request() noexcept {
   local_.record_initial_request();
-  if (deposit_units_ == 0) return;
+  // A deposit made while local stays local: the fleet never hears of it
+  // twice (once spent here, once in its bucket).
+  if (deposit_units_ == 0 || !shared_.load(std::memory_order_acquire)) return;
   std::int64_t current = pending_units_.load(std::memory_order_relaxed);
   do {
     if (current >= capacity_units_) return; // more could not fit in the fleet's bucket either
@@ -70,6 +72,10 @@ bool leased_budget::try_acquire_retry() noexcept {
   do {
     if (current <= 0) return false;
   } while (!lease_.compare_exchange_weak(current, current - 1, std::memory_order_relaxed));
+  // The local bucket pays too, where it can: after a fall back this process
+  // has what it would have had alone, not a full bucket on top of what it
+  // spent while shared.
+  (void)local_.try_acquire_retry();
   return true;
 }
 

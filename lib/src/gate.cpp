@@ -225,7 +225,7 @@ void gate_model::judge_step(duration now) noexcept {
     level_ = 0;
     probe_out_ = 0;
     ++generation_;
-    next_slot_ = saturating_add(now, options_.probe_interval);
+    next_slot_ = saturating_add(now, slot_interval()); // the probe rate (the fleet's, when shared)
   }
 }
 
@@ -342,13 +342,16 @@ local_gate::answers local_gate::counts() const noexcept {
 
 void local_gate::set_fleet(const gate_model::counts& peers, unsigned processes, duration now, double phase) noexcept {
   const gate_model::counts before = model_.peers();
+  // Counts from before a fall back (a gate on its own) are no baseline: the
+  // first exchange after one brings the whole window, not what is new.
+  const bool baseline = model_.processes() > 1;
   model_.set_fleet(peers, processes, phase);
   const bool open = open_.load(std::memory_order_acquire);
   if (open && !model_.unhealthy(model_.judged_counts(now))) return;
   std::lock_guard lock(mutex_);
   if (open) {
     model_.reconsider(now);
-  } else {
+  } else if (baseline) {
     // What the peers recorded since the last exchange (a window that slid
     // past old buckets may show less: nothing new is taken then).
     const gate_model::counts after = model_.peers();

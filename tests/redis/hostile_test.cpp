@@ -102,3 +102,34 @@ TEST_CASE("redis: hostile reply - the exchange answered with something else than
                   "refused the exchange script: ERR boom");
   }
 }
+
+TEST_CASE("redis: hostile reply - nested arrays, each within the element bound, too many together") {
+  // Five arrays of 64 under one of 5: 325 elements, over the 256 allowed
+  // for one reply (nesting would otherwise multiply the bound).
+  std::string nested = "*5\r\n";
+  for (int i = 0; i < 5; ++i) {
+    nested += "*64\r\n";
+    for (int j = 0; j < 64; ++j) nested += ":1\r\n";
+  }
+  check_refused([nested](int n, const std::string&) { return first(n, nested); }, "does not accept");
+}
+
+TEST_CASE("redis: a refused AUTH is told by its code word only, printable, whatever the server says") {
+  fake_redis fake([](int n, const std::string&) {
+    return first(n, "-WRONGPASS the password was hunter2\x1b[31m and more\r\n");
+  });
+  io_thread io;
+  problems told;
+  auto o = fleet_options(fake.port(), "careful");
+  o.server.password = "hunter2";
+  o.on_problem = told.callback();
+  shared_state s(io.executor(), o);
+  auto budget = s.budget("pricing", {20.0, 0.1, 5});
+  s.start();
+  REQUIRE(eventually([&] { return told.size() >= 1; }, std::chrono::seconds(10)));
+  const std::string message = told.all().front();
+  CAPTURE(message);
+  CHECK(message.find("WRONGPASS") != std::string::npos);
+  CHECK(message.find("hunter2") == std::string::npos);
+  CHECK(message.find('\x1b') == std::string::npos);
+}

@@ -34,7 +34,9 @@ TEST_CASE("fleet: a leased budget starts shared with no lease, and leases what a
   CHECK(b.try_acquire_retry());
   CHECK(b.try_acquire_retry());
   CHECK_FALSE(b.try_acquire_retry());
-  CHECK(b.local_tokens() == doctest::Approx(20.0)); // the local bucket is not touched while shared
+  // The local bucket pays too (where it can), so that after a fall back
+  // the process has what it would have had alone.
+  CHECK(b.local_tokens() == doctest::Approx(17.0));
 
   b.exchange_succeeded(2);
   CHECK(b.begin_exchange().want == 3);
@@ -55,6 +57,23 @@ TEST_CASE("fleet: deposits are passed on in batches, exactly, and at most a buck
   leased_budget none({.capacity = 20.0, .tokens_per_initial_request = 0.0, .max_lease = 1});
   none.record_initial_request();
   CHECK(none.begin_exchange().deposit_units == 0);
+}
+
+TEST_CASE("fleet: deposits made while local stay local, and the local bucket never pays below empty") {
+  leased_budget b({.capacity = 2.0, .tokens_per_initial_request = 0.5, .max_lease = 5});
+  b.exchange_succeeded(5);
+  CHECK(b.try_acquire_retry());
+  CHECK(b.try_acquire_retry());
+  CHECK(b.try_acquire_retry()); // the lease pays; the local bucket is empty after two
+  CHECK(b.local_tokens() == doctest::Approx(0.0));
+  CHECK(b.leased() == 2);
+  CHECK(b.exchange_failed());
+  CHECK_FALSE(b.try_acquire_retry()); // local: nothing left of what it spent while shared
+  b.record_initial_request();
+  b.record_initial_request();
+  CHECK(b.local_tokens() == doctest::Approx(1.0));
+  CHECK(b.begin_exchange().deposit_units == 0); // never passed on to the fleet
+  CHECK(b.try_acquire_retry());
 }
 
 TEST_CASE("fleet: a failed exchange turns the budget local, keeping its lease, until one succeeds") {

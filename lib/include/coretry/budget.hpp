@@ -69,9 +69,11 @@ private:
 ///
 /// **Local** (after an exchange failed, until one succeeds): retries are
 /// paid from a token bucket of this process's own, as token_bucket_budget
-/// does. It receives every deposit, shared or not, so that it is ready when
-/// it is needed; while local, each process of the fleet may spend its own
-/// bucket. Leased tokens are kept for when sharing resumes.
+/// does. It receives every deposit and pays (where it can) for every retry,
+/// shared or not, so that after a fall back the process has what it would
+/// have had on its own; while local, each process of the fleet may spend its
+/// own bucket, and its deposits stay local (they are not passed on when
+/// sharing resumes). Leased tokens are kept for when sharing resumes.
 ///
 /// Thread-safe; the hot path (record_initial_request, try_acquire_retry,
 /// retry_available) takes no lock and allocates nothing.

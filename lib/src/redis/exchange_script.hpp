@@ -22,6 +22,9 @@
 namespace coretry::redis::detail {
 
 inline constexpr const char* exchange_script = R"lua(
+-- TIME before a write needs effects replication: the default from Redis 5,
+-- asked for here on older servers.
+if redis.replicate_commands then redis.replicate_commands() end
 local pid = ARGV[4]
 local width, n = tonumber(ARGV[5]), tonumber(ARGV[6])
 local gate = width > 0

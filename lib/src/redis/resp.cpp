@@ -48,6 +48,10 @@ void* make_string(const redisReadTask* task, char* s, size_t n) noexcept {
 
 void* make_array(const redisReadTask* task, int elements) noexcept {
   if (elements < 0 || elements > max_array_elements) return nullptr;
+  // Elements of all the reply's arrays together (nested arrays would
+  // otherwise multiply the bound).
+  auto* total = static_cast<int*>(task->privdata);
+  if (total && (*total += elements) > max_reply_elements) return nullptr;
   try {
     reply r;
     r.type = reply::kind::array;
@@ -93,6 +97,14 @@ connection::~connection() = default;
 void connection::reset_reader() {
   reader_.reset(redisReaderCreateWithFunctions(&functions));
   if (!reader_) throw std::bad_alloc();
+  reader_->privdata = &elements_;
+}
+
+std::string printable(std::string_view text) {
+  std::string out(text.substr(0, 200));
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return out;
 }
 
 void connection::close() noexcept {
@@ -117,8 +129,10 @@ asio::awaitable<void> connection::open(const endpoint& at) {
     const reply r = co_await command(auth);
     if (r.type != reply::kind::status) {
       close();
-      // The server's words, not the command: the password is never shown.
-      throw protocol_error("Redis refused AUTH: " + (r.type == reply::kind::error ? r.text.substr(0, 200) : "an unexpected reply"));
+      // The error's code word only (WRONGPASS, NOAUTH, ERR...): a server
+      // that echoed the password in its message would have it printed.
+      const std::string code = r.type == reply::kind::error ? printable(r.text.substr(0, r.text.find(' '))) : "";
+      throw protocol_error("Redis refused AUTH" + (code.empty() ? std::string(": an unexpected reply") : ": " + code));
     }
   }
   if (at.db != 0) {
@@ -129,7 +143,7 @@ asio::awaitable<void> connection::open(const endpoint& at) {
     if (r.type != reply::kind::status) {
       close();
       throw protocol_error("Redis refused SELECT " + std::to_string(at.db) + ": " +
-                           (r.type == reply::kind::error ? r.text.substr(0, 200) : "an unexpected reply"));
+                           (r.type == reply::kind::error ? printable(r.text) : "an unexpected reply"));
     }
   }
 }
@@ -156,6 +170,7 @@ asio::awaitable<reply> connection::command(const std::vector<std::string>& args)
 
   std::vector<char> buffer(4096);
   std::size_t fed = 0;
+  elements_ = 0;
   for (;;) {
     void* out = nullptr;
     if (redisReaderGetReply(reader_.get(), &out) != REDIS_OK) {

@@ -33,6 +33,12 @@ struct reply {
 /// one array: coretry's replies are a few integers.
 constexpr std::size_t max_reply_bytes = 64 * 1024;
 constexpr int max_array_elements = 64;
+/// The most elements of all of one reply's arrays together.
+constexpr int max_reply_elements = 256;
+
+/// `text` cut to 200 bytes, control and non-ASCII bytes as '?': what a
+/// server says, fit to be printed.
+std::string printable(std::string_view text);
 
 /// A hostile or broken server: the connection is unusable after it.
 class protocol_error : public std::runtime_error {
@@ -68,6 +74,7 @@ private:
     void operator()(redisReader* r) const noexcept;
   };
   std::unique_ptr<redisReader, reader_deleter> reader_;
+  int elements_ = 0; ///< array elements of the reply being read (the reader's privdata)
 };
 
 } // namespace coretry::redis::detail

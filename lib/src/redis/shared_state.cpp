@@ -83,7 +83,7 @@ struct shared_state::impl {
   // fleet slot interval (from its name: the fleet's members differ).
   double phase;
   std::vector<dependency> deps;
-  bool started = false;
+  std::atomic<bool> started{false};
   std::atomic<bool> stopping{false};
   std::atomic<bool> up{false};
   std::atomic<std::uint64_t> fallbacks{0}, exchanges{0};
@@ -94,13 +94,23 @@ struct shared_state::impl {
   std::string last_problem;
 
   void tell(std::string_view message) {
-    if (message == last_problem) return;
+    if (message == last_problem || stopping.load(std::memory_order_acquire)) return;
     last_problem = std::string(message);
     if (opts.on_problem) {
       try {
         opts.on_problem(message);
       } catch (...) {
       }
+    }
+  }
+
+  // Every budget and gate local, with nothing told (stopping). Thread-safe.
+  void make_local() noexcept {
+    up.store(false, std::memory_order_release);
+    const duration now = steady_now();
+    for (auto& d : deps) {
+      if (d.budget) d.budget->exchange_failed();
+      if (d.gate) d.gate->set_fleet({}, 1, now);
     }
   }
 
@@ -132,7 +142,7 @@ struct shared_state::impl {
     const reply r = co_await conn.command(load_command());
     if (r.type != reply::kind::string || r.text.size() != 40)
       throw detail::protocol_error("Redis did not load the exchange script" +
-                                   (r.type == reply::kind::error ? ": " + r.text.substr(0, 200) : std::string()));
+                                   (r.type == reply::kind::error ? ": " + detail::printable(r.text) : std::string()));
     sha = r.text;
     co_return 0;
   }
@@ -174,7 +184,9 @@ struct shared_state::impl {
     args.push_back(std::to_string(delta.accepts));
     args.push_back(forget ? "1" : "0");
     args.push_back(std::to_string(stale));
-    args.push_back(std::to_string(key_lifetime_ms));
+    // Never shorter than two gate windows: the script refreshes the lifetime
+    // once per window bucket.
+    args.push_back(std::to_string(std::max<long long>(key_lifetime_ms, d.gate ? 2 * milliseconds(d.gate->settings().window) : 0)));
     args.push_back(d.budget ? "1" : "0");
     return args;
   }
@@ -195,7 +207,7 @@ struct shared_state::impl {
     std::vector<std::string> args = script_arguments(d, req, delta, forget);
     const reply r = co_await run_script(conn, std::move(args));
     if (r.type == reply::kind::error)
-      throw detail::protocol_error("Redis refused the exchange script: " + r.text.substr(0, 200));
+      throw detail::protocol_error("Redis refused the exchange script: " + detail::printable(r.text));
     if (r.type != reply::kind::array || r.elements.size() != 5)
       throw detail::protocol_error("Redis answered the exchange script with something else than 5 numbers");
     std::vector<long long> v(5);
@@ -204,6 +216,8 @@ struct shared_state::impl {
         throw detail::protocol_error("Redis answered the exchange script with something else than 5 numbers");
       v[i] = r.elements[i].integer;
     }
+    // Stopped meanwhile: the budgets and gates are local for good.
+    if (stopping.load(std::memory_order_acquire)) co_return 0;
     if (d.budget) d.budget->exchange_succeeded(static_cast<unsigned>(std::min<long long>(v[0], req.want)));
     d.last = steady_now();
     d.bucket_full = d.budget && v[4] >= std::llround(d.budget->settings().capacity * leased_budget::units_per_token);
@@ -219,6 +233,8 @@ struct shared_state::impl {
                            : gate_model::counts{static_cast<std::uint64_t>(v[2]), static_cast<std::uint64_t>(v[3])};
       d.gate->set_fleet(peers, processes, steady_now(), phase);
     }
+    // stop() may have made everything local while this was being applied.
+    if (stopping.load(std::memory_order_acquire)) make_local();
     co_return 0;
   }
 
@@ -260,7 +276,7 @@ struct shared_state::impl {
           s.exchanges.fetch_add(1, std::memory_order_relaxed);
           exchanged = true;
         }
-        if (exchanged) {
+        if (exchanged && !s.stopping.load(std::memory_order_acquire)) {
           s.up.store(true, std::memory_order_release);
           if (!s.sharing) s.tell("");
           s.sharing = true;
@@ -296,11 +312,7 @@ struct shared_state::impl {
     }
     conn.close();
     // Stopped: every budget and gate is local from now on (not a fault).
-    s.up.store(false, std::memory_order_release);
-    for (auto& d : s.deps) {
-      if (d.budget) d.budget->exchange_failed();
-      if (d.gate) d.gate->set_fleet({}, 1, steady_now());
-    }
+    s.make_local();
   }
 };
 
@@ -356,8 +368,7 @@ std::shared_ptr<local_gate> shared_state::gate(std::string_view dependency, cons
 }
 
 void shared_state::start() {
-  if (impl_->started) throw std::logic_error("coretry::redis::shared_state: already started");
-  impl_->started = true;
+  if (impl_->started.exchange(true)) throw std::logic_error("coretry::redis::shared_state: already started");
   auto self = impl_;
   asio::dispatch(self->strand, [self] {
     asio::co_spawn(self->strand, impl::run(self), asio::bind_cancellation_slot(self->cancel.slot(), asio::detached));
@@ -367,15 +378,10 @@ void shared_state::start() {
 void shared_state::stop() noexcept {
   auto self = impl_;
   if (!self || self->stopping.exchange(true)) return;
-  if (!self->started) {
-    // No reconciler will ever run: the budgets, shared with empty leases,
-    // would deny every retry. They are local from now on.
-    for (auto& d : self->deps) {
-      if (d.budget) d.budget->exchange_failed();
-      if (d.gate) d.gate->set_fleet({}, 1, steady_now());
-    }
-    return;
-  }
+  // Local from now on, at once, whether or not the io_context runs again
+  // (an exchange that completes later checks `stopping` and applies nothing).
+  self->make_local();
+  if (!self->started.load(std::memory_order_acquire)) return; // no reconciler will ever run
   try {
     asio::post(self->strand, [self] { self->cancel.emit(asio::cancellation_type::terminal); });
   } catch (...) {

@@ -19,6 +19,7 @@
 //   says "forget" (its gate opened after an outage) first empties the
 //   current bucket and the gate_buckets before it, for every process.
 
+#include <coretry/gate.hpp>
 #include <coretry/policy.hpp>
 
 #include <chrono>
@@ -41,7 +42,7 @@ public:
     /// zero: no gate.
     coretry::duration gate_width = std::chrono::seconds(1);
     /// Buckets in the gate's window.
-    unsigned gate_buckets = 10;
+    unsigned gate_buckets = coretry::gate_model::buckets;
     /// A process not heard from for this long is no longer live.
     coretry::duration stale = std::chrono::milliseconds(500);
   };

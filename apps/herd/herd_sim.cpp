@@ -436,7 +436,8 @@ run_result run_outage(const outage_config& config) {
     fleet_store::options store;
     store.capacity_units = std::llround(budget_capacity * static_cast<double>(coretry::leased_budget::units_per_token));
     store.budget = config.budget;
-    store.gate_width = config.gate ? w.processes.front()->gate->settings().window / 10 : duration::zero();
+    constexpr auto buckets = static_cast<std::int64_t>(coretry::gate_model::buckets);
+    store.gate_width = config.gate ? w.processes.front()->gate->settings().window / buckets : duration::zero();
     store.stale = std::max<duration>(500ms, 4 * config.reconcile); // as shared_state does
     w.store.emplace(store);
     w.reconcile = config.reconcile;

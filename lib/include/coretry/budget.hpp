@@ -124,6 +124,8 @@ public:
   unsigned leased() const noexcept { return static_cast<unsigned>(lease_.load(std::memory_order_relaxed)); }
   /// The options in force.
   const options& settings() const noexcept { return options_; }
+  /// The bucket's capacity in millionths of a token.
+  std::int64_t capacity_units() const noexcept { return capacity_units_; }
   /// Tokens in the local fallback bucket.
   double local_tokens() const noexcept { return local_.tokens(); }
 

@@ -245,12 +245,14 @@ public:
   double first_attempt_rejection(duration now) const noexcept;
   /// The options in force.
   const options& settings() const noexcept { return options_; }
+  /// The window is kept in this many buckets of window / buckets each (a
+  /// fleet sharing the gate keeps its counts the same way).
+  static constexpr std::size_t buckets = 10;
 
 private:
   friend class local_gate;
   // The window is lock-free (packed atomic buckets), so that local_gate can
   // count results and judge health without its mutex while the gate is open.
-  static constexpr std::size_t buckets = 10;
   void count(attempt_status result, duration now) noexcept; // the window only: lock-free
   void react(attempt_status result, duration now) noexcept; // the state: not thread-safe
   void close(duration now) noexcept;

@@ -115,12 +115,7 @@ struct shared_state::impl {
   }
 
   void fall_back(std::string_view problem) {
-    up.store(false, std::memory_order_release);
-    const duration now = steady_now();
-    for (auto& d : deps) {
-      if (d.budget) d.budget->exchange_failed();
-      if (d.gate) d.gate->set_fleet({}, 1, now);
-    }
+    make_local();
     if (sharing) fallbacks.fetch_add(1, std::memory_order_relaxed);
     sharing = false;
     tell(problem);
@@ -137,13 +132,18 @@ struct shared_state::impl {
 
   static std::vector<std::string> load_command() { return {"SCRIPT", "LOAD", detail::exchange_script}; }
 
-  asio::awaitable<int> connect(detail::connection& conn) {
-    co_await conn.open(opts.server);
+  // Loads the exchange script and keeps its SHA1 for EVALSHA.
+  asio::awaitable<void> load_script(detail::connection& conn) {
     const reply r = co_await conn.command(load_command());
     if (r.type != reply::kind::string || r.text.size() != 40)
       throw detail::protocol_error("Redis did not load the exchange script" +
                                    (r.type == reply::kind::error ? ": " + detail::printable(r.text) : std::string()));
     sha = r.text;
+  }
+
+  asio::awaitable<int> connect(detail::connection& conn) {
+    co_await conn.open(opts.server);
+    co_await load_script(conn);
     co_return 0;
   }
 
@@ -151,10 +151,7 @@ struct shared_state::impl {
     reply r = co_await conn.command(args);
     if (r.type == reply::kind::error && r.text.rfind("NOSCRIPT", 0) == 0) {
       // The server forgot it (SCRIPT FLUSH): load it again, once.
-      const reply loaded = co_await conn.command(load_command());
-      if (loaded.type != reply::kind::string || loaded.text.size() != 40)
-        throw detail::protocol_error("Redis did not load the exchange script again");
-      sha = loaded.text;
+      co_await load_script(conn);
       args[1] = sha;
       r = co_await conn.command(args);
     }
@@ -164,8 +161,8 @@ struct shared_state::impl {
   // EVALSHA's arguments for one dependency (see exchange_script.hpp).
   std::vector<std::string> script_arguments(const dependency& d, const leased_budget::request& req,
                                             const gate_model::counts& delta, bool forget) const {
-    const leased_budget::options bucket = d.budget ? d.budget->settings() : leased_budget::options{};
-    const duration gate_width = d.gate ? d.gate->settings().window / 10 : duration::zero();
+    constexpr auto buckets = static_cast<std::int64_t>(gate_model::buckets);
+    const duration gate_width = d.gate ? d.gate->settings().window / buckets : duration::zero();
     const long long stale = 3 * milliseconds(std::max(opts.period, opts.idle_period));
     std::vector<std::string> args;
     args.reserve(18);
@@ -174,12 +171,12 @@ struct shared_state::impl {
     args.push_back("2");
     args.push_back(d.keys + "state");
     args.push_back(d.keys + "processes");
-    args.push_back(std::to_string(std::llround(bucket.capacity * leased_budget::units_per_token)));
+    args.push_back(std::to_string(d.budget ? d.budget->capacity_units() : 0));
     args.push_back(std::to_string(req.deposit_units));
     args.push_back(std::to_string(req.want));
     args.push_back(opts.process_id);
     args.push_back(std::to_string(d.gate ? std::max<long long>(1, milliseconds(gate_width)) : 0));
-    args.push_back("10");
+    args.push_back(std::to_string(gate_model::buckets));
     args.push_back(std::to_string(delta.requests));
     args.push_back(std::to_string(delta.accepts));
     args.push_back(forget ? "1" : "0");
@@ -220,7 +217,7 @@ struct shared_state::impl {
     if (stopping.load(std::memory_order_acquire)) co_return 0;
     if (d.budget) d.budget->exchange_succeeded(static_cast<unsigned>(std::min<long long>(v[0], req.want)));
     d.last = steady_now();
-    d.bucket_full = d.budget && v[4] >= std::llround(d.budget->settings().capacity * leased_budget::units_per_token);
+    d.bucket_full = d.budget && v[4] >= d.budget->capacity_units();
     d.fleet_failing = d.gate && v[2] > v[3];
     if (d.gate) {
       d.openings = openings;
@@ -317,7 +314,7 @@ struct shared_state::impl {
 };
 
 shared_state::shared_state(asio::any_io_executor ex, options opts) {
-  check(name_ok(opts.prefix, true), "prefix must be 1 to 64 of A-Z a-z 0-9 _ - . :");
+  if (auto problem = prefix_problem(opts.prefix)) check(false, *problem);
   check(opts.period >= std::chrono::milliseconds(1) && opts.period <= std::chrono::seconds(60),
         "period must be between 1 ms and 60 s");
   check(opts.idle_period >= std::chrono::milliseconds(1) && opts.idle_period <= std::chrono::seconds(60),

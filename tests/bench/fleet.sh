@@ -52,23 +52,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts a program that prints "listening on URL"; sets $url and $pid.
-start() {
-  local out=$1; shift
-  : >"$out"
-  "$@" >"$out" 2>"$out.err" &
-  pid=$!
-  pids+=("$pid")
-  for _ in $(seq 200); do
-    url=$(sed -n 's/^listening on //p' "$out")
-    [[ -n $url ]] && return 0
-    sleep 0.05
-  done
-  echo "did not start: $*" >&2; cat "$out.err" >&2; exit 1
-}
-
-# The value of one sample of a Prometheus text (0 when absent).
-sample() { awk -v key="$2" 'index($0, key " ") == 1 { print $NF; found = 1 } END { if (!found) print 0 }' "$1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # start, sample
 
 # redis-server on a free loopback port (no persistence); sets $redis_port.
 start_redis() {

@@ -47,25 +47,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts a program that prints "listening on URL"; sets $url and $pid.
-start() {
-  local out=$1; shift
-  # Emptied here, before the program starts in the background: otherwise the
-  # loop below may read the previous program's address from the same file.
-  : >"$out"
-  "$@" >"$out" 2>"$out.err" &
-  pid=$!
-  pids+=("$pid")
-  for _ in $(seq 100); do
-    url=$(sed -n 's/^listening on //p' "$out")
-    [[ -n $url ]] && return 0
-    sleep 0.05
-  done
-  echo "did not start: $*" >&2; cat "$out.err" >&2; exit 1
-}
-
-# The value of one sample of a Prometheus text.
-sample() { awk -v key="$2" 'index($0, key " ") == 1 { print $NF; found = 1 } END { if (!found) print 0 }' "$1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # start, sample
 
 start "$work/pricing.out" "$coretry" faults --listen 127.0.0.1:0 --log-limit "$log_limit"
 pricing=$url

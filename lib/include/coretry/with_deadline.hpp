@@ -46,47 +46,21 @@ TimePoint instant_after(TimePoint at, Duration d) {
   return detail::saturating_instant(at, d);
 }
 
-namespace detail {
-
-/// The caller's handler with the timer its deadline is kept on: the timer
-/// lives exactly as long as the runner that waits on it, and is destroyed
-/// before the caller's handler runs. Cancellation slot and allocator are the
-/// caller's.
-template <class Timer, class Handler>
-struct deadline_handler {
-  using cancellation_slot_type = boost::asio::associated_cancellation_slot_t<Handler>;
-  using allocator_type = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
-
-  cancellation_slot_type get_cancellation_slot() const noexcept {
-    return boost::asio::get_associated_cancellation_slot(handler);
-  }
-  allocator_type get_allocator() const noexcept {
-    return boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>());
-  }
-
-  template <class Outcome>
-  void operator()(Outcome&& outcome) {
-    timer.reset();
-    std::move(handler)(std::forward<Outcome>(outcome));
-  }
-
-  std::unique_ptr<Timer> timer;
-  Handler handler;
-};
-
-} // namespace detail
-
 /// Runs one asynchronous operation under a deadline.
 ///
 /// @tparam T      What the operation produces (its completion's value after
 ///                the error or exception_ptr).
-/// @tparam Timer  The timer type the deadline is kept with, constructible
-///                from `ex` (`boost::asio::steady_timer` by default;
+/// @tparam Timer  The timer type the deadline is kept with
+///                (`boost::asio::steady_timer` by default;
 ///                `coretry::testing::manual_timer` for virtual time). The
-///                timer is made and owned here: callers name a type, never
-///                hand over a timer object.
-/// @param ex       The I/O executor the timer is made on, and the handler's
-///                executor when it has none of its own. The operation is
+///                deadline goes into the execution context's deadline queue,
+///                which keeps every such deadline of the context on one
+///                timer of this type: adding or removing one costs no system
+///                call unless it becomes the context's earliest. Callers
+///                name a type, never hand over a timer object.
+/// @param ex       An I/O executor of the execution context whose deadline
+///                queue is used, and the handler's executor when it has none
+///                of its own. The operation is
 ///                started on the handler's executor (an awaitable is
 ///                spawned there).
 /// @param deadline The instant, on `Timer`'s clock, at which the operation
@@ -124,12 +98,9 @@ template <class T, class Timer = boost::asio::steady_timer, class Executor, clas
 auto async_with_deadline(const Executor& ex, typename Timer::time_point deadline, Op&& op, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(deadline_outcome<T>)>(
       [](auto handler, const Executor& io, typename Timer::time_point at, auto operation) {
-        using handler_type = decltype(handler);
         const auto handler_ex = boost::asio::get_associated_executor(handler, io);
-        auto timer = std::make_unique<Timer>(io);
-        Timer& kept = *timer;
-        detail::run_attempt<T>(kept, at, default_cancellation_repeat, handler_ex, std::move(operation),
-                               detail::deadline_handler<Timer, handler_type>{std::move(timer), std::move(handler)});
+        detail::run_attempt<T>(detail::deadline_queue_of<Timer>(io), at, default_cancellation_repeat, handler_ex,
+                               std::move(operation), std::move(handler));
       },
       token, ex, deadline, std::forward<Op>(op));
 }

@@ -12,10 +12,15 @@
 // waits for it without a timer. It completes only once the operation has
 // finished, so no work is ever left running behind it.
 //
+// The deadline and its repeats are entries in the execution context's
+// deadline_queue (one timer for every attempt of the context), not a timer
+// of the runner's own: arming one costs no system call unless it is the
+// context's new earliest deadline.
+//
 // Ownership: the runner lives in memory from the handler's associated
 // allocator and is owned by the handlers it has outstanding (the operation's
-// completion handler, the timer's wait, a posted completion), each holding a
-// counted reference. When the last one goes (run, or destroyed unrun by a
+// completion handler, its queued deadline, a posted completion), each holding
+// a counted reference. When the last one goes (run, or destroyed unrun by a
 // destroyed io_context) the runner is freed, and with it the caller's handler:
 // nothing is kept alive by a raw pointer. A completion that arrives while the
 // runner is itself calling out (starting the operation, emitting a
@@ -23,6 +28,7 @@
 // call has returned, or posted.
 
 #include <coretry/attempt.hpp>
+#include <coretry/detail/deadline_queue.hpp>
 #include <coretry/stop_reason.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
@@ -70,6 +76,9 @@ template <class Owner>
 class counted_ref {
 public:
   explicit counted_ref(Owner* owner) noexcept : owner_(owner) { owner_->add_ref(); }
+  /// Takes over a reference that `owner` already counts (one a queued
+  /// deadline held).
+  static counted_ref adopt(Owner* owner) noexcept { return counted_ref(owner, adopting{}); }
   counted_ref(counted_ref&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
   counted_ref& operator=(counted_ref&&) = delete;
   counted_ref(const counted_ref&) = delete;
@@ -87,6 +96,8 @@ public:
   Owner& operator*() const noexcept { return *owner_; }
 
 private:
+  struct adopting {};
+  counted_ref(Owner* owner, adopting) noexcept : owner_(owner) {}
   Owner* owner_;
 };
 
@@ -109,13 +120,14 @@ class attempt_runner {
 
 public:
   using time_point = typename Timer::time_point;
+  using queue_type = deadline_queue<Timer>;
 
   template <class Executor, class Op>
-  static void start(Timer& timer, time_point deadline, duration repeat, unsigned max_repeats, stuck_report stuck,
-                    const Executor& ex, Op&& op, Handler&& handler) {
+  static void start(queue_type& queue, time_point deadline, duration repeat, unsigned max_repeats,
+                    stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
     allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    ::new (self) attempt_runner(timer, repeat, max_repeats, stuck, ex, std::move(handler), alloc);
+    ::new (self) attempt_runner(queue, repeat, max_repeats, stuck, ex, std::move(handler), alloc);
     self->launch(deadline, std::forward<Op>(op));
   }
 
@@ -141,10 +153,14 @@ private:
     ref runner;
   };
 
-  attempt_runner(Timer& timer, duration repeat, unsigned max_repeats, stuck_report stuck,
+  attempt_runner(queue_type& queue, duration repeat, unsigned max_repeats, stuck_report stuck,
                  boost::asio::any_io_executor ex, Handler&& handler, const allocator_type& alloc)
-      : handler_(std::move(handler)), timer_(timer), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
-        executor_(std::move(ex)), alloc_(alloc) {}
+      : handler_(std::move(handler)), queue_(queue), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
+        executor_(std::move(ex)), alloc_(alloc) {
+    deadline_.owner = this;
+    deadline_.expire = &attempt_runner::on_expired;
+    deadline_.abandon = &attempt_runner::on_abandoned;
+  }
 
   ~attempt_runner() {
     // Destroyed unrun (the io_context went away mid-attempt): the caller's
@@ -219,25 +235,43 @@ private:
       // it from the executor, never inside this call, and no deadline is set.
       post_completion();
     } else {
-      timer_.expires_at(deadline);
-      wait();
+      arm(deadline);
     }
     if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
   }
 
-  // One wait of the timer: first for the deadline, then for each repeat of
-  // the cancellation while the operation is still winding down.
-  void wait() {
+  // Queues the deadline: first the attempt's, then each repeat of the
+  // cancellation while the operation is still winding down. The queued
+  // entry holds a reference of its own.
+  void arm(time_point at) {
+    disarm();
     const unsigned generation = ++generation_;
-    timer_.async_wait(boost::asio::bind_executor(executor_, [self = ref(this), generation](boost::system::error_code ec) mutable {
-      self->on_timer(ec, generation);
-      self.done();
-    }));
+    add_ref();
+    if (!queue_.add(deadline_, at, generation, executor_)) release(false); // the context has shut down
   }
 
-  void on_timer(boost::system::error_code ec, unsigned generation) {
-    // A wait that was replaced or cancelled, or that fired after the end.
-    if (ec || generation != generation_ || op_done_ || completed_) return;
+  // Takes the deadline out of the queue if it is still there (no system
+  // call), giving its reference back; the caller holds one of its own.
+  void disarm() {
+    if (queue_.remove(deadline_)) release(true);
+  }
+
+  // From the queue, outside its lock, on whichever thread runs its timer:
+  // the deadline's reference goes with the expiry to the runner's executor.
+  static void on_expired(void* owner, unsigned generation) {
+    auto* self = static_cast<attempt_runner*>(owner);
+    boost::asio::post(self->executor_, [self = ref::adopt(self), generation]() mutable {
+      self->on_timer(generation);
+      self.done();
+    });
+  }
+
+  // The execution context shuts down with the deadline queued.
+  static void on_abandoned(void* owner) { static_cast<attempt_runner*>(owner)->release(false); }
+
+  void on_timer(unsigned generation) {
+    // A deadline that was replaced, or that expired after the end.
+    if (generation != generation_ || op_done_ || completed_) return;
     if (cancelled_ && repeats_ >= max_repeats_) {
       // The operation ignores its cancellation: stop repeating it, say so,
       // and wait for it without a timer (it may still touch its state).
@@ -253,9 +287,8 @@ private:
   }
 
   void arm_repeat() {
-    if (repeat_ <= duration::zero()) return;
-    timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(repeat_));
-    wait();
+    if (repeat_ <= duration::zero()) return; // the deadline (if still queued) stays
+    arm(saturating_instant(queue_.now(executor_), repeat_));
   }
 
   void cancel_operation() {
@@ -311,15 +344,16 @@ private:
     // A result that arrives after the deadline fired is a timeout: success
     // means complete within the attempt's allowance.
     if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
-    ++generation_; // any wait still queued is stale
-    timer_.cancel();
+    ++generation_; // an expiry already on its way is stale
+    disarm();
     if (caller_slot_.is_connected()) caller_slot_.clear();
     // The caller's handler is called by the last reference to go, once the
     // cancelled wait (if any) has come back: see release.
   }
 
   Handler handler_;
-  Timer& timer_;
+  queue_type& queue_;
+  deadline_entry<time_point> deadline_;
   duration repeat_;
   unsigned max_repeats_;
   stuck_report stuck_;
@@ -329,7 +363,7 @@ private:
   allocator_type alloc_;
   attempt_completion<T> result_;
   std::atomic<int> references_{0};
-  unsigned generation_ = 0; ///< of the timer's current wait
+  unsigned generation_ = 0; ///< of the deadline queued last
   unsigned repeats_ = 0;    ///< cancellations sent again after the first
   int callout_ = 0;         ///< inside a call that may complete the operation
   bool op_done_ = false;
@@ -340,25 +374,25 @@ private:
   bool stuck_reported_ = false;
 };
 
-/// Starts `op` with a deadline on `timer`'s clock, repeating the cancellation
+/// Starts `op` with a deadline in `queue` (on its timer's clock), repeating the cancellation
 /// every `cancellation_repeat` (zero: once) at most `max_repeats` times, then
 /// calling `stuck` and waiting without a timer; `handler` receives an
 /// attempt_completion<T> on `ex` once the operation has finished. The
 /// deadline is an instant, not a duration, so that time spent between the
 /// decision to start and the start itself is not handed out twice.
 template <class T, class Timer, class Executor, class Op, class Handler>
-void run_attempt(Timer& timer, typename Timer::time_point deadline, duration cancellation_repeat,
+void run_attempt(deadline_queue<Timer>& queue, typename Timer::time_point deadline, duration cancellation_repeat,
                  unsigned max_repeats, stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
-  attempt_runner<T, Timer, std::decay_t<Handler>>::start(timer, deadline, cancellation_repeat, max_repeats, stuck,
+  attempt_runner<T, Timer, std::decay_t<Handler>>::start(queue, deadline, cancellation_repeat, max_repeats, stuck,
                                                          boost::asio::any_io_executor(ex), std::forward<Op>(op),
                                                          std::forward<Handler>(handler));
 }
 
 /// run_attempt with the default bound on repeats and no stuck report.
 template <class T, class Timer, class Executor, class Op, class Handler>
-void run_attempt(Timer& timer, typename Timer::time_point deadline, duration cancellation_repeat, const Executor& ex,
-                 Op&& op, Handler&& handler) {
-  run_attempt<T>(timer, deadline, cancellation_repeat, default_cancellation_repeats, stuck_report{}, ex,
+void run_attempt(deadline_queue<Timer>& queue, typename Timer::time_point deadline, duration cancellation_repeat,
+                 const Executor& ex, Op&& op, Handler&& handler) {
+  run_attempt<T>(queue, deadline, cancellation_repeat, default_cancellation_repeats, stuck_report{}, ex,
                  std::forward<Op>(op), std::forward<Handler>(handler));
 }
 

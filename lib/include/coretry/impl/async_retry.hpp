@@ -63,16 +63,6 @@ boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handle
   return boost::asio::make_strand(io_ex);
 }
 
-/// Reads the time from the timer's clock: through the timer when it keeps its
-/// own time (virtual time in tests), else through the clock's static now().
-template <class Timer>
-typename Timer::time_point timer_now(const Timer& timer) {
-  if constexpr (requires { timer.now(); })
-    return timer.now();
-  else
-    return Timer::clock_type::now();
-}
-
 /// The cancellation types async_retry honours: terminal and partial. Total
 /// cancellation (no side effects) cannot be promised by a retry, so an
 /// emission of `total` alone is ignored, and a later `total` never undoes an
@@ -145,19 +135,30 @@ private:
   step_handler<Step> make_step(Step step) {
     return step_handler<Step>{ref(this), std::move(step)};
   }
+  // A step that takes over a reference the operation already counts.
+  template <class Step>
+  step_handler<Step> adopt_step(Step step) {
+    return step_handler<Step>{ref::adopt(this), std::move(step)};
+  }
 
   retry_op(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p, const retry_options& o,
            Factory&& factory, Classifier&& classify, const allocator_type& alloc)
       : handler_(std::move(handler)),
         work_(boost::asio::get_associated_executor(handler_, ex)),
         strand_(make_operation_strand(work_.get_executor(), ex)),
-        timer_(ex),
+        deadlines_(deadline_queue_of<Timer>(ex)),
         options_(o),
         core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate),
         factory_(std::move(factory)),
         classify_(std::move(classify)),
         alloc_(alloc) {
     result_.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
+    wake_.owner = this;
+    wake_.expire = [](void* self, unsigned) {
+      auto& op = *static_cast<retry_op*>(self);
+      boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.on_sleep({}); }));
+    };
+    wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
   }
 
   ~retry_op() {
@@ -190,7 +191,8 @@ private:
     work.reset();
   }
 
-  duration elapsed() const { return timer_now(timer_) - start_; }
+  typename clock::time_point now() const { return deadlines_.now(strand_); }
+  duration elapsed() const { return now() - start_; }
   bool cancel_requested() const noexcept { return requested_.load(std::memory_order_acquire) != 0; }
 
   // Initiation: runs in the caller's call to async_retry.
@@ -207,7 +209,7 @@ private:
         boost::asio::post(strand_, make_step([](retry_op& op) { op.on_cancel(); }));
       });
     }
-    start_ = timer_now(timer_);
+    start_ = now();
     const decision first = core_.begin(std::chrono::duration_cast<duration>(start_.time_since_epoch()));
     if (first.what == decision::action::stop) {
       // Never complete inside the initiating call: finish from the strand.
@@ -238,7 +240,7 @@ private:
       // runner never completes inside this emission.
       attempt_signal_.emit(boost::asio::cancellation_type::terminal);
       break;
-    case phase::sleeping: timer_.cancel(); break;
+    case phase::sleeping: wake_early(); break;
     case phase::starting: // the first step looks at the request
     case phase::deciding: // the next step looks at the request
     case phase::done: break;
@@ -283,7 +285,7 @@ private:
       return;
     }
     phase_ = phase::attempting;
-    run_attempt<T>(timer_, context.deadline, options_.cancellation_repeat, repeat_bound(context.deadline),
+    run_attempt<T>(deadlines_, context.deadline, options_.cancellation_repeat, repeat_bound(context.deadline),
                    stuck_report{&retry_op::report_stuck, this}, strand_, std::move(*op), attempt_handler{ref(this)});
     // A cancellation requested while the attempt was being set up.
     if (cancel_requested() && phase_ == phase::attempting) on_cancel();
@@ -347,13 +349,22 @@ private:
     if (options_.observer)
       options_.observer->backoff_scheduled({options_.operation, core_.attempts() + 1, elapsed(), d.wait, d.source});
     phase_ = phase::sleeping;
-    timer_.expires_after(std::chrono::duration_cast<typename clock::duration>(d.wait));
-    timer_.async_wait(boost::asio::bind_executor(strand_, [self = ref(this)](boost::system::error_code ec) mutable {
-      self->on_sleep(ec);
-      self.done();
-    }));
-    // A cancellation requested before the wait was queued.
-    if (cancel_requested()) timer_.cancel();
+    // The wake-up is a deadline in the context's queue, holding a reference.
+    add_ref();
+    if (!deadlines_.add(wake_, saturating_instant(now(), d.wait), 0, strand_)) {
+      // The execution context has shut down: nothing will run again.
+      release(true);
+      return;
+    }
+    // A cancellation requested before the wake-up was queued.
+    if (cancel_requested()) wake_early();
+  }
+
+  // Ends the sleep now, as cancelled: unless the wake-up has already been
+  // taken from the queue (it is then on its way and sees the request).
+  void wake_early() {
+    if (!deadlines_.remove(wake_)) return;
+    boost::asio::post(strand_, adopt_step([](retry_op& op) { op.on_sleep(boost::asio::error::operation_aborted); }));
   }
 
   void on_sleep(boost::system::error_code ec) {
@@ -389,7 +400,8 @@ private:
   Handler handler_;
   boost::asio::executor_work_guard<handler_executor> work_;
   boost::asio::any_io_executor strand_;
-  Timer timer_;
+  deadline_queue<Timer>& deadlines_; ///< the attempts' deadlines and the backoff's wake-up, shared by the context
+  deadline_entry<typename clock::time_point> wake_; ///< the end of the backoff
   retry_options options_;
   decision_core core_;
   Factory factory_;

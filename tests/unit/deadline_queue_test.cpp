@@ -1,0 +1,269 @@
+// The execution context's deadline queue: every attempt deadline and backoff
+// wake-up of a context on one timer. On virtual time every expiry is exact
+// and the timer is armed only when a deadline becomes the earliest; on a real
+// io_context the coalesced timer keeps no run() alive, is freed at shutdown
+// and is shared safely by many threads.
+
+#include "test_support.hpp"
+
+#include <coretry/detail/deadline_queue.hpp>
+#include <coretry/with_deadline.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+using namespace coretry_tests;
+using coretry::deadline_outcome;
+
+namespace {
+
+manual_clock::time_point at(coretry::duration since_start) { return manual_clock::time_point{} + since_start; }
+
+/// An operation that says nothing for a day unless it is cancelled: a wait
+/// on a timer of type Timer, held by the io_context like any pending I/O,
+/// which completes with operation_aborted when cancelled.
+template <class Value, class Timer = asio::steady_timer>
+auto silent_operation(asio::io_context& io) {
+  return [&io](auto handler) {
+    auto timer = std::make_shared<Timer>(io);
+    timer->expires_after(std::chrono::hours(24));
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto ex = asio::get_associated_executor(handler);
+    timer->async_wait(asio::bind_cancellation_slot(
+        slot, asio::bind_executor(ex, [timer, h = std::move(handler)](boost::system::error_code ec) mutable {
+          std::move(h)(ec ? ec : asio::error::timed_out, Value{});
+        })));
+  };
+}
+
+/// An operation that completes at once (through the executor) with 7.
+auto immediate_operation() {
+  return [](auto handler) {
+    auto ex = asio::get_associated_executor(handler);
+    asio::post(ex, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, 7); });
+  };
+}
+
+template <class Timer>
+std::uint64_t arms_of(asio::io_context& io) {
+  return coretry::detail::deadline_queue_of<Timer>(io.get_executor()).arms();
+}
+
+} // namespace
+
+TEST_CASE("deadline queue: later deadlines reuse the armed timer; each expires at its exact instant, in order") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  std::vector<std::pair<int, coretry::duration>> expired;
+  const auto start = [&](int name, coretry::duration deadline) {
+    coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(deadline), silent_operation<int, manual_timer>(io),
+                                                    [&, name](deadline_outcome<int> r) {
+                                                      CHECK(r.error == coretry::attempt_error::timed_out);
+                                                      expired.emplace_back(name, runner.elapsed());
+                                                    });
+  };
+  start(1, ms(100));
+  start(2, ms(300));
+  start(3, ms(200));
+  runner.run_ready();
+  // Three deadlines, one arming: the later two went into the queue alone.
+  CHECK(arms_of<manual_timer>(io) == 1);
+  start(4, ms(50)); // a new earliest moves the timer earlier
+  runner.run_ready();
+  CHECK(arms_of<manual_timer>(io) == 2);
+  runner.run();
+  REQUIRE(expired.size() == 4);
+  CHECK(expired[0] == std::pair{4, ms(50)});
+  CHECK(expired[1] == std::pair{1, ms(100)});
+  CHECK(expired[2] == std::pair{3, ms(200)});
+  CHECK(expired[3] == std::pair{2, ms(300)});
+  CHECK(coretry::detail::deadline_queue_of<manual_timer>(io.get_executor()).size() == 0);
+}
+
+TEST_CASE("deadline queue: deadlines at one instant expire in the order they were set") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  std::vector<int> order;
+  for (int name = 0; name < 8; ++name)
+    coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(100)), silent_operation<int, manual_timer>(io),
+                                                    [&, name](deadline_outcome<int>) { order.push_back(name); });
+  runner.run();
+  CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(runner.elapsed() == ms(100));
+}
+
+TEST_CASE("deadline queue: a deadline removed before it expires moves no time and fires nothing") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  int done = 0;
+  coretry::async_with_deadline<int, manual_timer>(io.get_executor(), at(ms(1000)), immediate_operation(),
+                                                  [&](deadline_outcome<int> r) {
+                                                    CHECK_FALSE(r.error);
+                                                    CHECK(*r.value == 7);
+                                                    ++done;
+                                                  });
+  runner.run();
+  CHECK(done == 1);
+  // The queue emptied, so its virtual timer was cancelled: the runner had no
+  // reason to jump to the removed deadline.
+  CHECK(runner.elapsed() == ms(0));
+}
+
+TEST_CASE("deadline queue: removing deadlines is free and leaves the real timer to a later one, and run() returns") {
+  asio::io_context io(1);
+  const auto began = std::chrono::steady_clock::now();
+  constexpr int operations = 1000;
+  int done = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < operations; ++i) {
+          auto r = co_await coretry::async_with_deadline<int>(
+              io.get_executor(), coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::seconds(60)),
+              immediate_operation(), asio::use_awaitable);
+          if (!r.error && r.value && *r.value == 7) ++done;
+        }
+      },
+      asio::detached);
+  io.run();
+  const auto took = std::chrono::steady_clock::now() - began;
+  CHECK(done == operations);
+  // Every deadline after the first was later than the armed instant: the
+  // timer was armed once, not once per operation.
+  CHECK(arms_of<asio::steady_timer>(io) == 1);
+  // The armed wait outlives the last deadline but no longer counts as work:
+  // run() returned long before the 60 s it was armed for.
+  CHECK(took < std::chrono::seconds(30));
+
+  // The next deadline reuses the armed wait, and run() still returns.
+  io.restart();
+  int again = 0;
+  coretry::async_with_deadline<int>(io.get_executor(),
+                                    coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::seconds(90)),
+                                    immediate_operation(), [&](deadline_outcome<int> r) { again += !r.error; });
+  io.run();
+  CHECK(again == 1);
+  CHECK(arms_of<asio::steady_timer>(io) == 1);
+  CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(30));
+}
+
+TEST_CASE("deadline queue: a real deadline still expires on time after the queue went idle") {
+  asio::io_context io(1);
+  // First a deadline far away, removed at once: the armed wait stays, uncounted.
+  coretry::async_with_deadline<int>(io.get_executor(),
+                                    coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::seconds(60)),
+                                    immediate_operation(), [](deadline_outcome<int>) {});
+  io.run();
+  io.restart();
+  // Then one earlier than the armed instant: the timer is armed again for it.
+  const auto set_at = std::chrono::steady_clock::now();
+  std::optional<deadline_outcome<int>> result;
+  std::chrono::steady_clock::duration took{};
+  coretry::async_with_deadline<int>(io.get_executor(), set_at + std::chrono::milliseconds(20), silent_operation<int>(io),
+                                    [&](deadline_outcome<int> r) {
+                                      took = std::chrono::steady_clock::now() - set_at;
+                                      result = std::move(r);
+                                    });
+  CHECK(arms_of<asio::steady_timer>(io) == 2);
+  io.run();
+  REQUIRE(result);
+  CHECK(result->error == coretry::attempt_error::timed_out);
+  CHECK(took >= std::chrono::milliseconds(20));
+  CHECK(took < std::chrono::seconds(30));
+}
+
+TEST_CASE("deadline queue: an io_context destroyed with deadlines queued frees every operation and handler") {
+  auto alive = std::make_shared<int>(0);
+  {
+    asio::io_context io(1);
+    for (int i = 0; i < 50; ++i)
+      coretry::async_with_deadline<int>(
+          io.get_executor(), coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::seconds(60)),
+          silent_operation<int>(io), [keep = alive](deadline_outcome<int>) { FAIL("a handler ran after shutdown"); });
+    io.poll();
+    CHECK(alive.use_count() == 51);
+    CHECK(coretry::detail::deadline_queue_of<asio::steady_timer>(io.get_executor()).size() == 50);
+  }
+  // Each queued deadline's reference was given back at shutdown: the
+  // operations, and the handlers they held, are gone.
+  CHECK(alive.use_count() == 1);
+}
+
+TEST_CASE("deadline queue: many threads add, remove and expire deadlines of one context") {
+  asio::io_context io(2);
+  constexpr int operations = 2000;
+  std::atomic<int> timed_out{0}, completed{0}, handlers{0};
+  auto guard = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) threads.emplace_back([&] { io.run(); });
+  for (int i = 0; i < operations; ++i) {
+    auto strand = asio::make_strand(io);
+    const auto deadline = coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::milliseconds(1 + i % 5));
+    auto handler = asio::bind_executor(strand, [&](deadline_outcome<int> r) {
+      ++handlers;
+      if (r.error == coretry::attempt_error::timed_out) ++timed_out;
+      else if (!r.error) ++completed;
+    });
+    // Started on the strand its handler runs on, as an attempt is: a start
+    // from any other thread could race the operation's own completion.
+    asio::post(strand, [&io, i, deadline, handler = std::move(handler)]() mutable {
+      if (i % 2 == 0)
+        coretry::async_with_deadline<int>(handler.get_executor(), deadline, silent_operation<int>(io),
+                                          std::move(handler));
+      else
+        coretry::async_with_deadline<int>(handler.get_executor(), deadline, immediate_operation(), std::move(handler));
+    });
+  }
+  guard.reset();
+  for (auto& t : threads) t.join();
+  CHECK(handlers == operations);
+  CHECK(timed_out == operations / 2);
+  CHECK(completed == operations / 2);
+  CHECK(coretry::detail::deadline_queue_of<asio::steady_timer>(io.get_executor()).size() == 0);
+}
+
+TEST_CASE("deadline queue: async_retry's backoff sleeps in the queue, exactly, and its cancellation wakes it") {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  fake_dependency dep({{ms(10), asio::error::connection_reset}});
+  coretry::policy p;
+  p.max_attempts = 3;
+  p.overall_deadline = std::chrono::hours(2);
+  p.attempt_limit = ms(250);
+  p.backoff.jitter = coretry::jitter_kind::none;
+  p.backoff.initial_window = std::chrono::hours(1);
+  p.backoff.max_window = std::chrono::hours(1);
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  asio::cancellation_signal cancel;
+  std::optional<coretry::outcome<int>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, o, dep.factory(), status_classifier{},
+                                     asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr,
+                                                                                     coretry::outcome<int> r) {
+                                       result = std::move(r);
+                                     }));
+  runner.run_for(ms(10));
+  runner.run_ready();
+  // Asleep: its wake-up is the only deadline queued.
+  CHECK(coretry::detail::deadline_queue_of<manual_timer>(io.get_executor()).size() == 1);
+  runner.run_for(ms(500));
+  cancel.emit(asio::cancellation_type::terminal);
+  runner.run();
+  REQUIRE(result);
+  CHECK(result->reason == coretry::stop_reason::cancelled);
+  CHECK(dep.calls == 1);
+  // Cancelled at 510 ms, not woken at the hour.
+  CHECK(runner.elapsed() == ms(510));
+  CHECK(coretry::detail::deadline_queue_of<manual_timer>(io.get_executor()).size() == 0);
+}

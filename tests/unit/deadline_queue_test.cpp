@@ -62,7 +62,7 @@ std::uint64_t arms_of(asio::io_context& io) {
 
 } // namespace
 
-TEST_CASE("deadline queue: later deadlines reuse the armed timer; each expires at its exact instant, in order") {
+TEST_CASE("deadline queue: later deadlines reuse the armed timer, and each expires at its exact instant, in order") {
   asio::io_context io;
   coretry::testing::manual_runner runner(io);
   std::vector<std::pair<int, coretry::duration>> expired;

@@ -54,11 +54,11 @@ asio::awaitable<error_code> read_response(const client_options& options, Stream&
     if (options.idle_timeout == duration::zero()) {
       std::tie(ec, n) = co_await stream.async_read_some(space, asio::as_tuple(asio::use_awaitable));
     } else {
-      auto read_some = [&]() -> asio::awaitable<std::size_t> {
-        co_return co_await stream.async_read_some(space, asio::use_awaitable);
-      };
+      // The read itself is the operation (no coroutine frame of its own):
+      // its handler carries the deadline's cancellation slot to the socket.
+      auto read_some = [&stream, space](auto handler) { stream.async_read_some(space, std::move(handler)); };
       auto done = co_await async_with_deadline<std::size_t>(
-          ex, instant_after(asio::steady_timer::clock_type::now(), options.idle_timeout), read_some(),
+          ex, instant_after(asio::steady_timer::clock_type::now(), options.idle_timeout), read_some,
           asio::use_awaitable);
       if (done.exception) std::rethrow_exception(done.exception);
       ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;

@@ -244,10 +244,11 @@ private:
   // cancellation while the operation is still winding down. The queued
   // entry holds a reference of its own.
   void arm(time_point at) {
-    disarm();
     const unsigned generation = ++generation_;
     add_ref();
-    if (!queue_.add(deadline_, at, generation, executor_)) release(false); // the context has shut down
+    // Moved (queued already, so it keeps the reference it had) or refused
+    // (the context has shut down): the new reference is not needed.
+    if (queue_.place(deadline_, at, generation) != queue_type::placed::added) release(true);
   }
 
   // Takes the deadline out of the queue if it is still there (no system
@@ -288,7 +289,7 @@ private:
 
   void arm_repeat() {
     if (repeat_ <= duration::zero()) return; // the deadline (if still queued) stays
-    arm(saturating_instant(queue_.now(executor_), repeat_));
+    arm(saturating_instant(queue_.now(), repeat_));
   }
 
   void cancel_operation() {

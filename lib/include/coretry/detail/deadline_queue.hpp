@@ -42,6 +42,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/system/error_code.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -84,26 +85,48 @@ public:
   deadline_queue(const deadline_queue&) = delete;
   deadline_queue& operator=(const deadline_queue&) = delete;
 
+  /// Makes the queue's timer, once, from `io`: an executor of this queue's
+  /// own execution context (deadline_queue_of passes the caller's I/O
+  /// executor, never a handler's, which may belong to another context).
+  void bind(const boost::asio::any_io_executor& io) {
+    if (bound_.load(std::memory_order_acquire)) return;
+    std::lock_guard lock(mutex_);
+    if (shut_down_ || timer_) return;
+    // A timer on the io_context itself when there is one (never on a
+    // caller's strand); else on the executor given, never counting work.
+    io_context_ = io_context_of(io);
+    if (io_context_ != nullptr)
+      timer_.emplace(io_context_->get_executor());
+    else
+      timer_.emplace(boost::asio::prefer(io, boost::asio::execution::outstanding_work.untracked));
+    bound_.store(true, std::memory_order_release);
+  }
+
   /// The current time of the timer's clock (virtual time for a timer that
-  /// keeps its own). `io` as for add.
-  time_point now(const boost::asio::any_io_executor& io) {
+  /// keeps its own; the epoch once the context has shut down).
+  time_point now() {
     if constexpr (keeps_own_time) {
       std::lock_guard lock(mutex_);
-      make_timer(io);
-      return timer_->now();
+      return timer_ ? timer_->now() : time_point{};
     } else {
-      (void)io;
       return Timer::clock_type::now();
     }
   }
 
-  /// Queues `e` (not queued now) to expire at `at`. `io` is the executor the
-  /// timer is made on when the context is not an io_context. Returns false,
-  /// queuing nothing, once the context has shut down.
-  bool add(entry& e, time_point at, unsigned generation, const boost::asio::any_io_executor& io) {
+  /// How place() left an entry.
+  enum class placed {
+    added,   ///< it was not queued: the caller's new reference is the entry's
+    moved,   ///< it was queued and keeps the reference it had
+    refused, ///< the context has shut down: nothing is queued
+  };
+
+  /// Queues `e` to expire at `at`, or moves it there if it is queued
+  /// already (one lock, and the armed timer is never given up in between).
+  placed place(entry& e, time_point at, unsigned generation) {
     std::lock_guard lock(mutex_);
-    if (shut_down_) return false;
-    make_timer(io);
+    if (shut_down_ || !timer_) return placed::refused;
+    const bool was_queued = e.index != entry::not_queued;
+    if (was_queued) erase(e.index);
     e.at = at;
     e.order = next_order_++;
     e.generation = generation;
@@ -116,7 +139,7 @@ public:
       uncounted_ = false;
     }
     if (heap_.front() == &e && (!armed_ || at < armed_at_)) arm(at);
-    return true;
+    return was_queued ? placed::moved : placed::added;
   }
 
   /// Takes `e` out of the queue. True when it was queued: its reference is
@@ -157,29 +180,29 @@ private:
       // handlers; it must not be balanced or re-armed after this.
       uncounted_ = false;
       armed_ = false;
+      // The timer goes now, while the services it uses still exist: they
+      // were made after this queue, so they are destroyed before it. Its
+      // destruction posts (never runs) the handler of a wait it cancels.
+      timer_.reset();
     }
     for (entry* e : queued) e->abandon(e->owner);
   }
 
-  // The io_context an executor (or the strand it is) runs on, if it does.
-  static boost::asio::io_context* io_context_of(const boost::asio::any_io_executor& ex) {
-    using io_executor = boost::asio::io_context::executor_type;
+  // The io_context an executor (or the strand it is) runs on, if it does,
+  // whatever blocking or relationship properties it carries.
+  template <unsigned Bits = 0>
+  static boost::asio::io_context* io_context_of_bits(const boost::asio::any_io_executor& ex) {
+    using io_executor = boost::asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
     if (const auto* io = ex.target<io_executor>()) return &io->context();
     if (const auto* s = ex.target<boost::asio::strand<io_executor>>()) return &s->get_inner_executor().context();
+    if constexpr (Bits < 7) return io_context_of_bits<Bits + 1>(ex);
+    return nullptr;
+  }
+  static boost::asio::io_context* io_context_of(const boost::asio::any_io_executor& ex) {
+    if (auto* io = io_context_of_bits(ex)) return io;
     if (const auto* s = ex.target<boost::asio::strand<boost::asio::any_io_executor>>())
       return io_context_of(s->get_inner_executor());
     return nullptr;
-  }
-
-  // With mutex_ held: the timer is made on the io_context itself when there
-  // is one (never on a caller's strand), else on the first caller's executor.
-  void make_timer(const boost::asio::any_io_executor& io) {
-    if (timer_) return;
-    io_context_ = io_context_of(io);
-    if (io_context_ != nullptr)
-      timer_.emplace(io_context_->get_executor());
-    else
-      timer_.emplace(io);
   }
 
   // With mutex_ held: the last deadline has gone.
@@ -209,7 +232,7 @@ private:
   }
 
   void on_wait(boost::system::error_code ec, std::uint64_t wait) {
-    std::vector<entry*>& due = due_scratch();
+    std::vector<expiry>& due = due_scratch();
     due.clear();
     {
       std::lock_guard lock(mutex_);
@@ -229,12 +252,14 @@ private:
       while (!heap_.empty() && heap_.front()->at <= now) {
         entry* e = heap_.front();
         erase(0);
-        due.push_back(e);
+        // The generation is read now: once the lock is gone the owner may
+        // queue the entry again with another.
+        due.push_back({e->owner, e->expire, e->generation});
       }
       if (!heap_.empty()) arm(heap_.front()->at);
     }
     // Outside the lock: each owner takes up its expiry on its own executor.
-    for (entry* e : due) e->expire(e->owner, e->generation);
+    for (const expiry& x : due) x.expire(x.owner, x.generation);
     due.clear();
   }
 
@@ -245,9 +270,16 @@ private:
       return Timer::clock_type::now();
   }
 
+  // An entry taken from the heap because its instant came.
+  struct expiry {
+    void* owner;
+    typename entry::expire_fn expire;
+    unsigned generation;
+  };
+
   // A scratch list per thread, so that an expiry allocates nothing once warm.
-  static std::vector<entry*>& due_scratch() {
-    thread_local std::vector<entry*> due;
+  static std::vector<expiry>& due_scratch() {
+    thread_local std::vector<expiry> due;
     return due;
   }
 
@@ -295,6 +327,7 @@ private:
   }
 
   boost::asio::io_context* io_context_ = nullptr; ///< the timer's, when it runs on one
+  std::atomic<bool> bound_{false};                ///< the timer has been made
   mutable std::mutex mutex_;
   std::optional<Timer> timer_;
   std::vector<entry*> heap_;
@@ -308,10 +341,14 @@ private:
   bool shut_down_ = false;
 };
 
-/// The deadline queue of the execution context `ex` belongs to.
+/// The deadline queue of the execution context the I/O executor `ex`
+/// belongs to, its timer made from `ex` if it has none yet.
 template <class Timer, class Executor>
 deadline_queue<Timer>& deadline_queue_of(const Executor& ex) {
-  return boost::asio::use_service<deadline_queue<Timer>>(boost::asio::query(ex, boost::asio::execution::context));
+  auto& queue =
+      boost::asio::use_service<deadline_queue<Timer>>(boost::asio::query(ex, boost::asio::execution::context));
+  queue.bind(boost::asio::any_io_executor(ex));
+  return queue;
 }
 
 } // namespace coretry::detail

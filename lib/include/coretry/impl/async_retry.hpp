@@ -191,7 +191,7 @@ private:
     work.reset();
   }
 
-  typename clock::time_point now() const { return deadlines_.now(strand_); }
+  typename clock::time_point now() const { return deadlines_.now(); }
   duration elapsed() const { return now() - start_; }
   bool cancel_requested() const noexcept { return requested_.load(std::memory_order_acquire) != 0; }
 
@@ -351,7 +351,7 @@ private:
     phase_ = phase::sleeping;
     // The wake-up is a deadline in the context's queue, holding a reference.
     add_ref();
-    if (!deadlines_.add(wake_, saturating_instant(now(), d.wait), 0, strand_)) {
+    if (deadlines_.place(wake_, saturating_instant(now(), d.wait), 0) != deadline_queue<Timer>::placed::added) {
       // The execution context has shut down: nothing will run again.
       release(true);
       return;

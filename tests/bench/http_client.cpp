@@ -10,6 +10,8 @@
 #include <coretry/http/client.hpp>
 #include <faults/fault_server.hpp>
 
+#include "heap_hooks.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -25,7 +27,6 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
-#include <new>
 #include <string>
 #include <ctime>
 #include <thread>
@@ -34,19 +35,13 @@ namespace asio = boost::asio;
 namespace beast_http = boost::beast::http;
 
 namespace {
-// Heap allocations made by the measuring thread (the server's thread, in the
-// same process, is not counted).
+// Heap blocks taken by the measuring thread (the server's thread, in the same
+// process, is not counted), every one of them: see heap_hooks.hpp.
 thread_local std::uint64_t thread_allocations = 0;
 } // namespace
 
-void* operator new(std::size_t size) {
-  void* p = std::malloc(size == 0 ? 1 : size);
-  if (!p) throw std::bad_alloc();
-  ++thread_allocations;
-  return p;
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void heap_hooks::taken(void*) noexcept { ++thread_allocations; }
+void heap_hooks::given_back(void*) noexcept {}
 
 namespace {
 

@@ -19,6 +19,8 @@
 
 #include <coretry/coretry.hpp>
 
+#include "heap_hooks.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -33,12 +35,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <malloc.h>
-#include <new>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -50,50 +50,13 @@ using namespace std::chrono_literals;
 static std::atomic<std::uint64_t> allocations{0};
 static std::atomic<std::int64_t> live_bytes{0};
 
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-void __libc_free(void*);
-
-static void* counted(void* p) {
-  if (p) {
-    allocations.fetch_add(1, std::memory_order_relaxed);
-    live_bytes.fetch_add(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
-  }
-  return p;
+void heap_hooks::taken(void* p) noexcept {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  live_bytes.fetch_add(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
 }
-static void uncounted(void* p) {
-  if (p) live_bytes.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+void heap_hooks::given_back(void* p) noexcept {
+  live_bytes.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
 }
-
-void* malloc(std::size_t size) { return counted(__libc_malloc(size)); }
-void* calloc(std::size_t n, std::size_t size) { return counted(__libc_calloc(n, size)); }
-void* realloc(void* p, std::size_t size) {
-  uncounted(p);
-  return counted(__libc_realloc(p, size));
-}
-void* aligned_alloc(std::size_t align, std::size_t size) { return counted(__libc_memalign(align, size)); }
-int posix_memalign(void** out, std::size_t align, std::size_t size) {
-  void* p = counted(__libc_memalign(align, size));
-  if (!p) return ENOMEM;
-  *out = p;
-  return 0;
-}
-void free(void* p) {
-  uncounted(p);
-  __libc_free(p);
-}
-}
-
-void* operator new(std::size_t size) {
-  void* p = std::malloc(size == 0 ? 1 : size);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 
 namespace {
 

@@ -43,14 +43,16 @@ class basic_lease {
 public:
   using connection_type = typename Pool::connection_type;
 
-  basic_lease(Pool* pool, std::string key, std::unique_ptr<connection_type> conn)
-      : pool_(pool), key_(std::move(key)), conn_(std::move(conn)) {}
+  /// `key` is the pool's own copy of the origin's key, which stays while
+  /// any lease of the origin does.
+  basic_lease(Pool* pool, const std::string& key, std::unique_ptr<connection_type> conn)
+      : pool_(pool), key_(&key), conn_(std::move(conn)) {}
   basic_lease(basic_lease&& other) noexcept
-      : pool_(std::exchange(other.pool_, nullptr)), key_(std::move(other.key_)), conn_(std::move(other.conn_)),
+      : pool_(std::exchange(other.pool_, nullptr)), key_(other.key_), conn_(std::move(other.conn_)),
         reusable_(other.reusable_) {}
   basic_lease& operator=(basic_lease&&) = delete;
   ~basic_lease() {
-    if (pool_) pool_->give_back(key_, std::move(conn_), reusable_);
+    if (pool_) pool_->give_back(*key_, std::move(conn_), reusable_);
   }
 
   connection_type* get() const noexcept { return conn_.get(); }
@@ -59,7 +61,7 @@ public:
 
 private:
   Pool* pool_;
-  std::string key_;
+  const std::string* key_; ///< the pool's key of the origin (no copy per lease)
   std::unique_ptr<connection_type> conn_;
   bool reusable_ = false;
 };
@@ -95,21 +97,25 @@ public:
   /// connection is reused first.
   std::optional<lease> try_lease(const std::string& key) {
     std::lock_guard lock(mutex_);
-    per_origin& o = origins_[key];
+    // The origin's entry (and its key, which leases refer to) stays while it
+    // has a lease.
+    const auto entry_of_origin = origins_.try_emplace(key).first;
+    const std::string& pooled_key = entry_of_origin->first;
+    per_origin& o = entry_of_origin->second;
     const time_point now = now_();
     while (!o.idle.empty()) {
       idle_entry entry = std::move(o.idle.back());
       o.idle.pop_back();
       if (now - entry.since <= idle_timeout_ && !entry.conn->is_stale()) {
         ++o.leased;
-        return lease(this, key, std::move(entry.conn));
+        return lease(this, pooled_key, std::move(entry.conn));
       }
       ++stale_discarded_;
       entry.conn->close();
     }
     if (o.leased + o.idle.size() < max_per_origin_) {
       ++o.leased;
-      return lease(this, key, nullptr);
+      return lease(this, pooled_key, nullptr);
     }
     return std::nullopt;
   }
@@ -131,6 +137,8 @@ public:
 
   /// Called by a lease on destruction: the connection (if any) is kept idle
   /// when `reusable`, else closed; the first waiter of the origin is woken.
+  /// `key` may be the pool's own key, which the expiry sweep may erase: it is
+  /// not used after that.
   void give_back(const std::string& key, std::unique_ptr<Connection> conn, bool reusable) {
     std::unique_ptr<waiter> woken;
     {

@@ -28,6 +28,7 @@
 // call has returned, or posted.
 
 #include <coretry/attempt.hpp>
+#include <coretry/detail/block_cache.hpp>
 #include <coretry/detail/deadline_queue.hpp>
 #include <coretry/stop_reason.hpp>
 
@@ -114,7 +115,8 @@ inline constexpr unsigned default_cancellation_repeats = 100;
 template <class T, class Timer, class Handler>
 class attempt_runner {
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
-  using allocator_type = typename std::allocator_traits<handler_allocator>::template rebind_alloc<attempt_runner>;
+  // Its own block: from block_cache unless the handler names an allocator.
+  using allocator_type = block_allocator_for<handler_allocator, attempt_runner>;
   using ref = counted_ref<attempt_runner>;
   friend class counted_ref<attempt_runner>;
 
@@ -125,9 +127,11 @@ public:
   template <class Executor, class Op>
   static void start(queue_type& queue, time_point deadline, duration repeat, unsigned max_repeats,
                     stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
-    allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    const handler_allocator handler_alloc(
+        boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    allocator_type alloc(handler_alloc);
     attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    ::new (self) attempt_runner(queue, repeat, max_repeats, stuck, ex, std::move(handler), alloc);
+    ::new (self) attempt_runner(queue, repeat, max_repeats, stuck, ex, std::move(handler), handler_alloc);
     self->launch(deadline, std::forward<Op>(op));
   }
 
@@ -141,7 +145,7 @@ private:
 
     executor_type get_executor() const noexcept { return runner->executor_; }
     cancellation_slot_type get_cancellation_slot() const noexcept { return runner->signal_.slot(); }
-    allocator_type get_allocator() const noexcept { return allocator_type(runner->alloc_); }
+    allocator_type get_allocator() const noexcept { return runner->alloc_; }
 
     template <class First, class... Rest>
     void operator()(First first, Rest&&... rest) {
@@ -154,7 +158,7 @@ private:
   };
 
   attempt_runner(queue_type& queue, duration repeat, unsigned max_repeats, stuck_report stuck,
-                 boost::asio::any_io_executor ex, Handler&& handler, const allocator_type& alloc)
+                 boost::asio::any_io_executor ex, Handler&& handler, const handler_allocator& alloc)
       : handler_(std::move(handler)), queue_(queue), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
         executor_(std::move(ex)), alloc_(alloc) {
     deadline_.owner = this;
@@ -361,7 +365,7 @@ private:
   boost::asio::any_io_executor executor_;
   boost::asio::cancellation_signal signal_;
   boost::asio::cancellation_slot caller_slot_;
-  allocator_type alloc_;
+  [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
   attempt_completion<T> result_;
   std::atomic<int> references_{0};
   unsigned generation_ = 0; ///< of the deadline queued last

@@ -10,7 +10,10 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/execution/executor.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -63,6 +66,31 @@ boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handle
   return boost::asio::make_strand(io_ex);
 }
 
+/// Work counted on a handler's executor until the handler has been called:
+/// the executor itself, preferred as tracking work (one executor, where a
+/// work guard keeps two), or a work guard for an executor of the older model.
+template <class Executor, class = void>
+class handler_work {
+public:
+  explicit handler_work(const Executor& ex) : guard_(ex) {}
+  Executor executor() const { return guard_.get_executor(); }
+
+private:
+  boost::asio::executor_work_guard<Executor> guard_;
+};
+template <class Executor>
+class handler_work<Executor, std::enable_if_t<boost::asio::execution::is_executor<Executor>::value>> {
+public:
+  explicit handler_work(const Executor& ex)
+      : executor_(boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked)) {}
+  const auto& executor() const noexcept { return executor_; }
+
+private:
+  std::decay_t<decltype(boost::asio::prefer(std::declval<const Executor&>(),
+                                            boost::asio::execution::outstanding_work.tracked))>
+      executor_;
+};
+
 /// The cancellation types async_retry honours: terminal and partial. Total
 /// cancellation (no side effects) cannot be promised by a retry, so an
 /// emission of `total` alone is ignored, and a later `total` never undoes an
@@ -81,7 +109,8 @@ template <class Timer, class Factory, class Classifier, class T, class Handler>
 class retry_op {
   using clock = typename Timer::clock_type;
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
-  using allocator_type = typename std::allocator_traits<handler_allocator>::template rebind_alloc<retry_op>;
+  // Its own block: from block_cache unless the handler names an allocator.
+  using allocator_type = block_allocator_for<handler_allocator, retry_op>;
   using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   using ref = counted_ref<retry_op>;
   friend class counted_ref<retry_op>;
@@ -89,10 +118,12 @@ class retry_op {
 public:
   static void start(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p,
                     const retry_options& o, Factory&& factory, Classifier&& classify) {
-    allocator_type alloc(boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    const handler_allocator handler_alloc(
+        boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    allocator_type alloc(handler_alloc);
     retry_op* op = std::allocator_traits<allocator_type>::allocate(alloc, 1);
     try {
-      ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), alloc);
+      ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), handler_alloc);
     } catch (...) {
       std::allocator_traits<allocator_type>::deallocate(alloc, op, 1);
       throw;
@@ -109,7 +140,7 @@ private:
     using allocator_type = handler_allocator;
     executor_type get_executor() const noexcept { return op->strand_; }
     cancellation_slot_type get_cancellation_slot() const noexcept { return op->attempt_signal_.slot(); }
-    allocator_type get_allocator() const noexcept { return allocator_type(op->alloc_); }
+    allocator_type get_allocator() const noexcept { return op->alloc_; }
     void operator()(attempt_completion<T> done) {
       ref self(std::move(op));
       self->on_attempt(std::move(done));
@@ -122,7 +153,7 @@ private:
   template <class Step>
   struct step_handler {
     using allocator_type = handler_allocator;
-    allocator_type get_allocator() const noexcept { return allocator_type(op->alloc_); }
+    allocator_type get_allocator() const noexcept { return op->alloc_; }
     void operator()() {
       ref self(std::move(op));
       step(*self);
@@ -142,10 +173,10 @@ private:
   }
 
   retry_op(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p, const retry_options& o,
-           Factory&& factory, Classifier&& classify, const allocator_type& alloc)
+           Factory&& factory, Classifier&& classify, const handler_allocator& alloc)
       : handler_(std::move(handler)),
         work_(boost::asio::get_associated_executor(handler_, ex)),
-        strand_(make_operation_strand(work_.get_executor(), ex)),
+        strand_(make_operation_strand(boost::asio::get_associated_executor(handler_, ex), ex)),
         deadlines_(deadline_queue_of<Timer>(ex)),
         options_(o),
         core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate),
@@ -183,12 +214,11 @@ private:
     this->~retry_op();
     std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
     if (!finished) return;
-    const handler_executor ex = work.get_executor();
     if (post)
-      boost::asio::post(ex, boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
+      boost::asio::post(work.executor(), boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
     else
-      boost::asio::dispatch(ex, boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
-    work.reset();
+      boost::asio::dispatch(work.executor(), boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
+    // `work` goes out of scope here: the handler has been called or queued.
   }
 
   typename clock::time_point now() const { return deadlines_.now(); }
@@ -247,11 +277,13 @@ private:
     }
   }
 
-  void act(const decision& d) {
+  // `at`: when the core made the decision, from the start (the clock was
+  // read for it; a stop is reported as of then, with no second read).
+  void act(const decision& d, duration at) {
     switch (d.what) {
     case decision::action::start_attempt: return start_attempt(d.allowance);
     case decision::action::sleep: return sleep(d);
-    case decision::action::stop: return finish(d.reason);
+    case decision::action::stop: return finish(d.reason, at);
     }
   }
 
@@ -336,8 +368,8 @@ private:
     const bool cancelled = record.classified.status != attempt_status::success && cancel_requested();
     if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
     if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
-    if (cancelled) return finish(stop_reason::cancelled);
-    act(core_.attempt_finished(record.end, record.classified, options_.safety));
+    if (cancelled) return finish(stop_reason::cancelled, record.end);
+    act(core_.attempt_finished(record.end, record.classified, options_.safety), record.end);
   }
 
   void sleep(const decision& d) {
@@ -371,13 +403,14 @@ private:
     // Cancellation is re-checked after every sleep, before any new attempt.
     if (ec || cancel_requested()) return finish(stop_reason::cancelled);
     decided_at_ = elapsed();
-    act(core_.sleep_finished(decided_at_));
+    act(core_.sleep_finished(decided_at_), decided_at_);
   }
 
-  void finish(stop_reason reason) {
+  void finish(stop_reason reason) { finish(reason, elapsed()); }
+  void finish(stop_reason reason, duration at) {
     result_.reason = reason;
     result_.attempts = static_cast<unsigned>(result_.records.size());
-    result_.elapsed = elapsed();
+    result_.elapsed = at;
     if (options_.observer)
       options_.observer->stopped({options_.operation, reason, result_.attempts, result_.elapsed, result_.total_backoff});
     end();
@@ -398,7 +431,7 @@ private:
   enum class phase { starting, attempting, deciding, sleeping, done };
 
   Handler handler_;
-  boost::asio::executor_work_guard<handler_executor> work_;
+  handler_work<handler_executor> work_;
   boost::asio::any_io_executor strand_;
   deadline_queue<Timer>& deadlines_; ///< the attempts' deadlines and the backoff's wake-up, shared by the context
   deadline_entry<typename clock::time_point> wake_; ///< the end of the backoff
@@ -406,7 +439,7 @@ private:
   decision_core core_;
   Factory factory_;
   Classifier classify_;
-  allocator_type alloc_;
+  [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
   outcome<T> result_;
   std::exception_ptr exception_;
   typename Timer::time_point start_{};

@@ -102,103 +102,118 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
 namespace detail {
 
 /// One attempt: lease, connect if needed, write, read the complete response.
-/// Every failure is recorded in `x`, with how far the attempt got, so that the
-/// classifier can tell "never sent" from "outcome unknown".
-asio::awaitable<void> attempt_exchange(client_state* state, const prepared_request* prepared,
-                                       const attempt_context<std::chrono::steady_clock>& context, exchange& x) {
-  const request* req = &prepared->req;
-  std::optional<request> per_attempt;
-  if (prepared->body) {
-    // A streamed body is reopened for every attempt, never resent consumed.
-    std::optional<std::string> body = prepared->body(context.number);
-    if (!body) {
-      x.problem = "the request body cannot be reproduced for attempt " + std::to_string(context.number);
-      co_return;
-    }
-    per_attempt.emplace(prepared->req);
-    per_attempt->body() = std::move(*body);
-    per_attempt->prepare_payload();
-    req = &*per_attempt;
-  }
-  if (prepared->decorate) {
-    if (!per_attempt) per_attempt.emplace(prepared->req);
-    prepared->decorate(*per_attempt, context);
-    req = &*per_attempt;
-  }
-  if (per_attempt) {
-    if (auto problem = request_problem(*per_attempt)) {
-      x.problem = "after the request decorator: " + *problem;
-      co_return;
-    }
-  }
-
-  const std::string& key = prepared->where.key;
-  const auto cancel_state = co_await asio::this_coro::cancellation_state;
-  for (;;) {
-    std::optional<lease> held = state->pool.try_lease(key);
-    while (!held) {
-      if (cancellation_requested(cancel_state)) {
-        x.error = asio::error::operation_aborted;
-        co_return;
+/// Every failure is recorded in the exchange, with how far the attempt got,
+/// so that the classifier can tell "never sent" from "outcome unknown". One
+/// coroutine frame for the whole attempt (the exchange's own below it).
+asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_owner,
+                                           std::shared_ptr<const prepared_request> prepared_owner,
+                                           attempt_context<std::chrono::steady_clock> context) {
+  // A cancelled attempt must still report how far it got: no co_await may
+  // throw on cancellation; each operation's error says it instead.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  client_state* const state = state_owner.get();
+  const prepared_request* const prepared = prepared_owner.get();
+  exchange x;
+  if (const auto key = prepared->req.find("Idempotency-Key"); key != prepared->req.end())
+    x.idempotency_key = std::string(key->value());
+  try {
+    const request* req = &prepared->req;
+    std::optional<request> per_attempt;
+    if (prepared->body) {
+      // A streamed body is reopened for every attempt, never resent consumed.
+      std::optional<std::string> body = prepared->body(context.number);
+      if (!body) {
+        x.problem = "the request body cannot be reproduced for attempt " + std::to_string(context.number);
+        co_return x;
       }
-      auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
-      if (ec) {
-        x.error = ec;
-        co_return;
+      per_attempt.emplace(prepared->req);
+      per_attempt->body() = std::move(*body);
+      per_attempt->prepare_payload();
+      req = &*per_attempt;
+    }
+    if (prepared->decorate) {
+      if (!per_attempt) per_attempt.emplace(prepared->req);
+      prepared->decorate(*per_attempt, context);
+      req = &*per_attempt;
+    }
+    if (per_attempt) {
+      if (auto problem = request_problem(*per_attempt)) {
+        x.problem = "after the request decorator: " + *problem;
+        co_return x;
       }
-      if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
     }
 
-    if (held->get()) {
-      x.reused_connection = true;
-    } else {
-      error_code ec;
-      // The read buffer's bound is what limits a chunk-size line, its
-      // extensions and the trailers: Beast 1.81's parser waits for a whole
-      // line however long it is.
-      const std::size_t buffer_limit = std::size_t{state->options.header_limit} + state->options.line_limit;
-      auto connecting = establish(prepared->where, state->tls, buffer_limit, state->pool, *held, x);
-      if (state->options.connect_timeout == duration::zero()) {
-        ec = co_await std::move(connecting);
+    const std::string& key = prepared->where.key;
+    const auto cancel_state = co_await asio::this_coro::cancellation_state;
+    for (;;) {
+      std::optional<lease> held = state->pool.try_lease(key);
+      while (!held) {
+        if (cancellation_requested(cancel_state)) {
+          x.error = asio::error::operation_aborted;
+          co_return x;
+        }
+        auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+          x.error = ec;
+          co_return x;
+        }
+        if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
+      }
+
+      if (held->get()) {
+        x.reused_connection = true;
       } else {
-        auto done = co_await async_with_deadline<error_code>(
-            co_await asio::this_coro::executor,
-            instant_after(asio::steady_timer::clock_type::now(), state->options.connect_timeout),
-            std::move(connecting), asio::use_awaitable);
-        if (done.exception) std::rethrow_exception(done.exception);
-        ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
-                                                    : done.error ? done.error : *done.value;
+        error_code ec;
+        // The read buffer's bound is what limits a chunk-size line, its
+        // extensions and the trailers: Beast 1.81's parser waits for a whole
+        // line however long it is.
+        const std::size_t buffer_limit = std::size_t{state->options.header_limit} + state->options.line_limit;
+        auto connecting = establish(prepared->where, state->tls, buffer_limit, state->pool, *held, x);
+        if (state->options.connect_timeout == duration::zero()) {
+          ec = co_await std::move(connecting);
+        } else {
+          auto done = co_await async_with_deadline<error_code>(
+              co_await asio::this_coro::executor,
+              instant_after(asio::steady_timer::clock_type::now(), state->options.connect_timeout),
+              std::move(connecting), asio::use_awaitable);
+          if (done.exception) std::rethrow_exception(done.exception);
+          ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
+                                                      : done.error ? done.error : *done.value;
+        }
+        if (ec) {
+          x.error = ec;
+          co_return x; // the lease closes whatever was opened
+        }
       }
-      if (ec) {
-        x.error = ec;
-        co_return; // the lease closes whatever was opened
+
+      connection& conn = *held->get();
+      bool keep_alive = false;
+      bool answered = false;
+      co_await write_and_read(state->options, conn, *req, prepared->streaming, x, keep_alive, answered);
+
+      // A repeatable request that found its reused connection closed by the
+      // server after the check before reuse, before a byte of answer, goes
+      // again on a fresh one within the same attempt. The closed connection is
+      // dropped with its lease.
+      if (x.reused_connection && !answered && closed_by_peer(x.error) && prepared->repeatable() &&
+          !cancellation_requested(cancel_state)) {
+        state->pool.note_stale();
+        exchange fresh;
+        fresh.idempotency_key = std::move(x.idempotency_key);
+        x = std::move(fresh);
+        continue;
       }
+
+      // Only a connection whose exchange ended cleanly goes back to the pool.
+      if (!x.error && keep_alive) held->mark_reusable();
+      break;
     }
-
-    connection& conn = *held->get();
-    bool keep_alive = false;
-    bool answered = false;
-    co_await write_and_read(state->options, conn, *req, prepared->streaming, x, keep_alive, answered);
-
-    // A repeatable request that found its reused connection closed by the
-    // server after the check before reuse, before a byte of answer, goes
-    // again on a fresh one within the same attempt. The closed connection is
-    // dropped with its lease.
-    if (x.reused_connection && !answered && closed_by_peer(x.error) && prepared->repeatable() &&
-        !cancellation_requested(cancel_state)) {
-      state->pool.note_stale();
-      exchange fresh;
-      fresh.idempotency_key = std::move(x.idempotency_key);
-      x = std::move(fresh);
-      continue;
-    }
-
-    // Only a connection whose exchange ended cleanly goes back to the pool.
-    if (!x.error && keep_alive) held->mark_reusable();
-    break;
+    if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && prepared->validate)
+      if (auto problem = prepared->validate(*x.res)) x.problem = std::move(*problem);
+  } catch (const boost::system::system_error& e) {
+    x.error = e.code();
   }
-  if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && prepared->validate)
-    if (auto problem = prepared->validate(*x.res)) x.problem = std::move(*problem);
+  co_return x;
 }
 
 } // namespace detail
@@ -206,18 +221,7 @@ asio::awaitable<void> attempt_exchange(client_state* state, const prepared_reque
 asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state> state,
                                             std::shared_ptr<const detail::prepared_request> prepared,
                                             attempt_context<std::chrono::steady_clock> context) {
-  // A cancelled attempt must still report how far it got: no co_await may
-  // throw on cancellation; each operation's error says it instead.
-  co_await asio::this_coro::throw_if_cancelled(false);
-  exchange x;
-  if (const auto key = prepared->req.find("Idempotency-Key"); key != prepared->req.end())
-    x.idempotency_key = std::string(key->value());
-  try {
-    co_await detail::attempt_exchange(state.get(), prepared.get(), context, x);
-  } catch (const boost::system::system_error& e) {
-    x.error = e.code();
-  }
-  co_return x;
+  return detail::attempt_exchange(std::move(state), std::move(prepared), context);
 }
 
 verdict client::classify(const detail::prepared_request& request, const error_code& ec, const exchange& x) {

@@ -141,12 +141,13 @@ asio::awaitable<void> exchange_on(const client_options& options, Stream& stream,
 
 } // namespace
 
+// Not a coroutine itself: it hands back the exchange's own (lazy) coroutine,
+// one frame fewer per request.
 asio::awaitable<void> write_and_read(const client_options& options, connection& conn, const request& req,
                                      const body_streaming& streaming, exchange& x, bool& keep_alive, bool& answered) {
   if (auto* tls = std::get_if<connection::tls_stream>(&conn.stream))
-    co_await exchange_on(options, *tls, conn, req, streaming, x, keep_alive, answered);
-  else
-    co_await exchange_on(options, std::get<tcp::socket>(conn.stream), conn, req, streaming, x, keep_alive, answered);
+    return exchange_on(options, *tls, conn, req, streaming, x, keep_alive, answered);
+  return exchange_on(options, std::get<tcp::socket>(conn.stream), conn, req, streaming, x, keep_alive, answered);
 }
 
 } // namespace coretry::http::detail

@@ -142,6 +142,31 @@ TEST_CASE("success with keep-alive reuse") {
   CHECK(h.client.stats().idle == 1);
 }
 
+TEST_CASE("one client, many URLs in turn: each request goes where its own URL says, and a bad one is refused") {
+  server_thread server;
+  harness h;
+  const std::string base = server->base_url() + "/status/200";
+  auto body_of = [&](const std::string& url) {
+    const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+    REQUIRE(r.reason == stop_reason::succeeded);
+    return r.value->res->body();
+  };
+  CHECK(body_of(base + "?body=one") == "one");
+  CHECK(body_of(base + "?body=two") == "two");
+  CHECK(body_of(base + "?body=one") == "one");
+  CHECK(body_of(base + "?body=one") == "one");
+  // A URL too long to be remembered is read each time, and still right.
+  const std::string long_body(3000, 'x');
+  CHECK(body_of(base + "?body=" + long_body) == long_body);
+  CHECK(body_of(base + "?body=three") == "three");
+  // A bad URL after a good one is read, and refused, however alike they look.
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  auto ignore = [](std::exception_ptr, coretry::http::result) {};
+  CHECK_THROWS_AS(h.client.async_send(base + "?body=three ", req, {}, ignore), std::invalid_argument);
+  CHECK_THROWS_AS(h.client.async_send(base + "?body=three ", req, {}, ignore), std::invalid_argument);
+  CHECK(body_of(base + "?body=three") == "three");
+}
+
 TEST_CASE("502 then 200, and no connection is leased during a backoff sleep") {
   server_thread server;
   harness h;

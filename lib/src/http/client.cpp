@@ -24,7 +24,10 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string>
 
 namespace coretry::http {
 
@@ -66,10 +69,35 @@ struct client_state {
     }
   }
 
+  /// `url` read strictly (parse_url), or the parts of the last URL read
+  /// when it is the same text: a client sends to the same URL again and
+  /// again, and reading one costs more than comparing it.
+  url_parts parts_of(std::string_view url) {
+    {
+      std::lock_guard lock(last_url_mutex);
+      if (remembered && url == last_url) return last_parts;
+    }
+    url_parts parts = parse_url(url); // throws on a bad URL, which is not kept
+    if (url.size() <= max_remembered_url) {
+      std::lock_guard lock(last_url_mutex);
+      last_url.assign(url); // reuses the text's capacity
+      last_parts = parts;
+      remembered = true;
+    }
+    return parts;
+  }
+
   asio::any_io_executor executor;
   client_options options;
   connection_pool pool;
   tls_context tls;
+
+private:
+  static constexpr std::size_t max_remembered_url = 2048;
+  std::mutex last_url_mutex;
+  std::string last_url;
+  url_parts last_parts;
+  bool remembered = false;
 };
 
 } // namespace detail
@@ -84,7 +112,7 @@ pool_stats client::stats() const { return state_->pool.stats(); }
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
-  const url_parts parts = parse_url(url);
+  const url_parts parts = state_->parts_of(url);
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
   auto request = std::make_shared<detail::prepared_request>(
       detail::prepare_request(parts, std::move(req), options, state_->options.user_agent));

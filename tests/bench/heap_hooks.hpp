@@ -14,10 +14,10 @@
 #include <new>
 
 namespace heap_hooks {
-/// A block was handed out (never null).
-void taken(void* block) noexcept;
-/// A block is about to be given back (never null).
-void given_back(void* block) noexcept;
+/// A block of `bytes` (its usable size) was handed out.
+void taken(std::size_t bytes) noexcept;
+/// A block of `bytes` was given back.
+void given_back(std::size_t bytes) noexcept;
 } // namespace heap_hooks
 
 extern "C" {
@@ -28,16 +28,20 @@ void* __libc_memalign(std::size_t, std::size_t);
 void __libc_free(void*);
 
 inline void* heap_hooks_taken(void* p) {
-  if (p) heap_hooks::taken(p);
+  if (p) heap_hooks::taken(malloc_usable_size(p));
   return p;
 }
 
 void* malloc(std::size_t size) noexcept { return heap_hooks_taken(__libc_malloc(size)); }
 void* calloc(std::size_t n, std::size_t size) noexcept { return heap_hooks_taken(__libc_calloc(n, size)); }
 void* realloc(void* p, std::size_t size) noexcept {
-  if (p) heap_hooks::given_back(p);
-  return heap_hooks_taken(__libc_realloc(p, size));
+  const std::size_t before = p ? malloc_usable_size(p) : 0;
+  void* q = __libc_realloc(p, size);
+  // On failure the old block is still there; realloc(p, 0) frees it.
+  if (p && (q || size == 0)) heap_hooks::given_back(before);
+  return heap_hooks_taken(q);
 }
+void* memalign(std::size_t align, std::size_t size) noexcept { return heap_hooks_taken(__libc_memalign(align, size)); }
 void* aligned_alloc(std::size_t align, std::size_t size) noexcept { return heap_hooks_taken(__libc_memalign(align, size)); }
 int posix_memalign(void** out, std::size_t align, std::size_t size) noexcept {
   void* p = heap_hooks_taken(__libc_memalign(align, size));
@@ -46,7 +50,7 @@ int posix_memalign(void** out, std::size_t align, std::size_t size) noexcept {
   return 0;
 }
 void free(void* p) noexcept {
-  if (p) heap_hooks::given_back(p);
+  if (p) heap_hooks::given_back(malloc_usable_size(p));
   __libc_free(p);
 }
 }

@@ -40,8 +40,8 @@ namespace {
 thread_local std::uint64_t thread_allocations = 0;
 } // namespace
 
-void heap_hooks::taken(void*) noexcept { ++thread_allocations; }
-void heap_hooks::given_back(void*) noexcept {}
+void heap_hooks::taken(std::size_t) noexcept { ++thread_allocations; }
+void heap_hooks::given_back(std::size_t) noexcept {}
 
 namespace {
 

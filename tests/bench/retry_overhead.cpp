@@ -38,7 +38,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <malloc.h>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -50,12 +49,12 @@ using namespace std::chrono_literals;
 static std::atomic<std::uint64_t> allocations{0};
 static std::atomic<std::int64_t> live_bytes{0};
 
-void heap_hooks::taken(void* p) noexcept {
+void heap_hooks::taken(std::size_t bytes) noexcept {
   allocations.fetch_add(1, std::memory_order_relaxed);
-  live_bytes.fetch_add(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+  live_bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
 }
-void heap_hooks::given_back(void* p) noexcept {
-  live_bytes.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+void heap_hooks::given_back(std::size_t bytes) noexcept {
+  live_bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
 }
 
 namespace {

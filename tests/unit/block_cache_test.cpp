@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <thread>
@@ -25,11 +26,7 @@ using coretry::detail::block_cache;
 namespace {
 
 /// Empties this thread's cache, so that a case starts from nothing.
-void drain() {
-  std::vector<void*> taken;
-  while (block_cache::cached() != 0) taken.push_back(block_cache::allocate(1));
-  for (void* p : taken) ::operator delete(p);
-}
+void drain() { block_cache::release_cached(); }
 
 /// An attempt that completes at once (through the executor) with 7.
 auto immediate_attempt(asio::io_context& io) {
@@ -42,7 +39,7 @@ auto immediate_attempt(asio::io_context& io) {
 
 } // namespace
 
-TEST_CASE("block cache: a freed block is the next one handed out on its thread, for the same size or less") {
+TEST_CASE("block cache: a freed block is the next one of its size handed out on its thread, and no other size's") {
   drain();
   void* a = block_cache::allocate(600);
   block_cache::deallocate(a, 600);
@@ -51,13 +48,18 @@ TEST_CASE("block cache: a freed block is the next one handed out on its thread, 
   CHECK(b == a);
   CHECK(block_cache::cached() == 0);
   block_cache::deallocate(b, 600);
-  void* c = block_cache::allocate(200);
-  CHECK(c == a);
-  // A larger request never gets a block that was asked for smaller.
-  block_cache::deallocate(c, 200);
-  void* d = block_cache::allocate(600);
+  // A smaller request does not take it (it would come back as a smaller
+  // block), nor does a larger one.
+  void* small = block_cache::allocate(200);
+  void* large = block_cache::allocate(800);
+  CHECK(small != a);
+  CHECK(large != a);
   CHECK(block_cache::cached() == 1);
-  block_cache::deallocate(d, 600);
+  block_cache::deallocate(small, 200);
+  block_cache::deallocate(large, 800);
+  CHECK(block_cache::cached() == 3);
+  CHECK(block_cache::allocate(600) == a);
+  block_cache::deallocate(a, 600);
   drain();
 }
 
@@ -135,4 +137,35 @@ TEST_CASE("block cache: async_retry's operation and runner go back to the thread
   io.run();
   CHECK(result->succeeded());
   drain();
+}
+
+namespace {
+struct alignas(64) wide {
+  int value = 0;
+};
+} // namespace
+
+TEST_CASE("block cache: an over-aligned result keeps Asio's aligning allocator, and its operation works") {
+  asio::io_context io(1);
+  drain();
+  coretry::policy p;
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  std::optional<coretry::outcome<wide>> result;
+  coretry::async_retry(
+      io.get_executor(), p, o,
+      [&io](const auto&) {
+        return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, wide)>(
+            [&io](auto handler) {
+              asio::post(io, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, wide{9}); });
+            },
+            asio::deferred);
+      },
+      [&](std::exception_ptr, coretry::outcome<wide> r) { result = std::move(r); });
+  io.run();
+  REQUIRE(result);
+  REQUIRE(result->succeeded());
+  CHECK(result->value->value == 9);
+  CHECK(reinterpret_cast<std::uintptr_t>(&*result->value) % 64 == 0);
+  CHECK(block_cache::cached() == 0);
 }

@@ -115,8 +115,10 @@ inline constexpr unsigned default_cancellation_repeats = 100;
 template <class T, class Timer, class Handler>
 class attempt_runner {
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
-  // Its own block: from block_cache unless the handler names an allocator.
-  using allocator_type = block_allocator_for<handler_allocator, attempt_runner>;
+  // Its own block: from block_cache unless the handler names an allocator
+  // (a template, so that it is looked at once the class is complete).
+  template <class Self = attempt_runner>
+  using own_allocator = block_allocator_for<handler_allocator, Self>;
   using ref = counted_ref<attempt_runner>;
   friend class counted_ref<attempt_runner>;
 
@@ -129,9 +131,14 @@ public:
                     stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
     const handler_allocator handler_alloc(
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
-    allocator_type alloc(handler_alloc);
-    attempt_runner* self = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    ::new (self) attempt_runner(queue, repeat, max_repeats, stuck, ex, std::move(handler), handler_alloc);
+    own_allocator<> alloc(handler_alloc);
+    attempt_runner* self = std::allocator_traits<own_allocator<>>::allocate(alloc, 1);
+    try {
+      ::new (self) attempt_runner(queue, repeat, max_repeats, stuck, ex, std::move(handler), handler_alloc);
+    } catch (...) {
+      std::allocator_traits<own_allocator<>>::deallocate(alloc, self, 1);
+      throw;
+    }
     self->launch(deadline, std::forward<Op>(op));
   }
 
@@ -184,9 +191,9 @@ private:
       handler.emplace(std::move(handler_));
       result = std::move(result_);
     }
-    allocator_type alloc(alloc_);
+    own_allocator<> alloc(alloc_);
     this->~attempt_runner();
-    std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    std::allocator_traits<own_allocator<>>::deallocate(alloc, this, 1);
     if (handler) std::move(*handler)(std::move(result));
   }
 

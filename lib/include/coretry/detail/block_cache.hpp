@@ -28,11 +28,14 @@ public:
   static constexpr std::size_t slots = 4;
   static constexpr std::size_t largest = 4096;
 
+  /// A block of exactly `size` bytes: a cached one of that size if there is
+  /// one (an operation of one type always asks for the same size, and a
+  /// block never serves a smaller request, which would lose what it holds).
   static void* allocate(std::size_t size) {
     if (size <= largest) {
       if (cache* c = mine()) {
         for (auto& s : c->slot) {
-          if (s.block != nullptr && s.size >= size) {
+          if (s.block != nullptr && s.size == size) {
             s.size = 0;
             return std::exchange(s.block, nullptr);
           }
@@ -42,8 +45,8 @@ public:
     return ::operator new(size);
   }
 
-  /// `size` is the size that was asked for: a reused block may be larger,
-  /// so the cache only ever under-states what a block can hold.
+  /// `size` is the size that was asked for. Kept when a slot is free, else
+  /// given back to the heap.
   static void deallocate(void* block, std::size_t size) noexcept {
     if (size <= largest) {
       if (cache* c = mine()) {
@@ -66,6 +69,16 @@ public:
     if (c)
       for (const auto& s : c->slot) n += s.block != nullptr;
     return n;
+  }
+
+  /// Gives every block this thread's cache holds back to the heap.
+  static void release_cached() noexcept {
+    if (cache* c = state() == alive ? mine() : nullptr) {
+      for (auto& s : c->slot) {
+        ::operator delete(std::exchange(s.block, nullptr));
+        s.size = 0;
+      }
+    }
   }
 
 private:
@@ -96,6 +109,7 @@ private:
 };
 
 /// An allocator over block_cache (stateless: every instance is equal).
+/// (For types of at most operator new's alignment: see block_allocator_for.)
 template <class T>
 struct block_allocator {
   static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "block_cache blocks have operator new's alignment");
@@ -114,11 +128,14 @@ struct block_allocator {
 
 /// The allocator an operation's own block comes from, given the allocator
 /// its handlers use: that one when the handler names one, else (Asio's
-/// default, the recycling allocator) block_allocator.
+/// default, the recycling allocator) block_allocator; an over-aligned
+/// operation (an over-aligned result or handler) stays with the recycling
+/// allocator, which aligns any type.
 template <class HandlerAllocator, class T>
 using block_allocator_for =
-    std::conditional_t<std::is_same_v<HandlerAllocator, boost::asio::recycling_allocator<void>>, block_allocator<T>,
-                       typename std::allocator_traits<HandlerAllocator>::template rebind_alloc<T>>;
+    std::conditional_t<std::is_same_v<HandlerAllocator, boost::asio::recycling_allocator<void>> &&
+                           alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                       block_allocator<T>, typename std::allocator_traits<HandlerAllocator>::template rebind_alloc<T>>;
 
 } // namespace coretry::detail
 

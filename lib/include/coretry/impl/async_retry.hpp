@@ -42,12 +42,13 @@ bool is_serial_executor(const Executor& ex) {
   } else if constexpr (std::is_same_v<Executor, boost::asio::io_context::executor_type>) {
     return is_single_threaded(ex.context());
   } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    // The commonest first: each type that does not match costs a
+    // comparison of type names.
+    if (const auto* io = ex.template target<boost::asio::io_context::executor_type>())
+      return is_single_threaded(io->context());
     using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
-    if (ex.template target<io_strand>() != nullptr ||
-        ex.template target<boost::asio::strand<boost::asio::any_io_executor>>() != nullptr)
-      return true;
-    const auto* io = ex.template target<boost::asio::io_context::executor_type>();
-    return io != nullptr && is_single_threaded(io->context());
+    return ex.template target<io_strand>() != nullptr ||
+           ex.template target<boost::asio::strand<boost::asio::any_io_executor>>() != nullptr;
   } else {
     (void)ex;
     return false;
@@ -109,8 +110,10 @@ template <class Timer, class Factory, class Classifier, class T, class Handler>
 class retry_op {
   using clock = typename Timer::clock_type;
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
-  // Its own block: from block_cache unless the handler names an allocator.
-  using allocator_type = block_allocator_for<handler_allocator, retry_op>;
+  // Its own block: from block_cache unless the handler names an allocator
+  // (a template, so that it is looked at once the class is complete).
+  template <class Self = retry_op>
+  using own_allocator = block_allocator_for<handler_allocator, Self>;
   using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   using ref = counted_ref<retry_op>;
   friend class counted_ref<retry_op>;
@@ -120,12 +123,12 @@ public:
                     const retry_options& o, Factory&& factory, Classifier&& classify) {
     const handler_allocator handler_alloc(
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
-    allocator_type alloc(handler_alloc);
-    retry_op* op = std::allocator_traits<allocator_type>::allocate(alloc, 1);
+    own_allocator<> alloc(handler_alloc);
+    retry_op* op = std::allocator_traits<own_allocator<>>::allocate(alloc, 1);
     try {
       ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), handler_alloc);
     } catch (...) {
-      std::allocator_traits<allocator_type>::deallocate(alloc, op, 1);
+      std::allocator_traits<own_allocator<>>::deallocate(alloc, op, 1);
       throw;
     }
     op->launch();
@@ -210,14 +213,19 @@ private:
     const bool finished = finished_ && ran;
     std::exception_ptr exception = std::move(exception_);
     outcome<T> result = std::move(result_);
-    allocator_type alloc(alloc_);
+    own_allocator<> alloc(alloc_);
     this->~retry_op();
-    std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    std::allocator_traits<own_allocator<>>::deallocate(alloc, this, 1);
     if (!finished) return;
+    // Bound to the handler's own executor, so that it goes there in one step
+    // (dispatch or post with an executor of the same type would go through
+    // that executor first, then the handler's).
+    auto completion = boost::asio::bind_executor(
+        work.executor(), boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
     if (post)
-      boost::asio::post(work.executor(), boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
+      boost::asio::post(std::move(completion));
     else
-      boost::asio::dispatch(work.executor(), boost::asio::append(std::move(handler), std::move(exception), std::move(result)));
+      boost::asio::dispatch(std::move(completion));
     // `work` goes out of scope here: the handler has been called or queued.
   }
 
@@ -277,13 +285,11 @@ private:
     }
   }
 
-  // `at`: when the core made the decision, from the start (the clock was
-  // read for it; a stop is reported as of then, with no second read).
-  void act(const decision& d, duration at) {
+  void act(const decision& d) {
     switch (d.what) {
     case decision::action::start_attempt: return start_attempt(d.allowance);
     case decision::action::sleep: return sleep(d);
-    case decision::action::stop: return finish(d.reason, at);
+    case decision::action::stop: return finish(d.reason);
     }
   }
 
@@ -368,8 +374,8 @@ private:
     const bool cancelled = record.classified.status != attempt_status::success && cancel_requested();
     if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
     if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
-    if (cancelled) return finish(stop_reason::cancelled, record.end);
-    act(core_.attempt_finished(record.end, record.classified, options_.safety), record.end);
+    if (cancelled) return finish(stop_reason::cancelled);
+    act(core_.attempt_finished(record.end, record.classified, options_.safety));
   }
 
   void sleep(const decision& d) {
@@ -403,14 +409,13 @@ private:
     // Cancellation is re-checked after every sleep, before any new attempt.
     if (ec || cancel_requested()) return finish(stop_reason::cancelled);
     decided_at_ = elapsed();
-    act(core_.sleep_finished(decided_at_), decided_at_);
+    act(core_.sleep_finished(decided_at_));
   }
 
-  void finish(stop_reason reason) { finish(reason, elapsed()); }
-  void finish(stop_reason reason, duration at) {
+  void finish(stop_reason reason) {
     result_.reason = reason;
     result_.attempts = static_cast<unsigned>(result_.records.size());
-    result_.elapsed = at;
+    result_.elapsed = elapsed();
     if (options_.observer)
       options_.observer->stopped({options_.operation, reason, result_.attempts, result_.elapsed, result_.total_backoff});
     end();

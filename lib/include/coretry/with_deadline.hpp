@@ -14,6 +14,8 @@
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/recycling_allocator.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -99,8 +101,19 @@ auto async_with_deadline(const Executor& ex, typename Timer::time_point deadline
   return boost::asio::async_initiate<CompletionToken, void(deadline_outcome<T>)>(
       [](auto handler, const Executor& io, typename Timer::time_point at, auto operation) {
         const auto handler_ex = boost::asio::get_associated_executor(handler, io);
-        detail::run_attempt<T>(detail::deadline_queue_of<Timer>(io), at, default_cancellation_repeat, handler_ex,
-                               std::move(operation), std::move(handler));
+        auto& queue = detail::deadline_queue_of<Timer>(io);
+        // Started on the handler's executor: at once when the caller runs
+        // there already, else queued there. Started from another thread, the
+        // operation could complete on that executor while this call was
+        // still arming its deadline. The start allocates like the handler.
+        const auto alloc = boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>());
+        boost::asio::dispatch(
+            handler_ex,
+            boost::asio::bind_allocator(alloc, [&queue, at, handler_ex, operation = std::move(operation),
+                                                handler = std::move(handler)]() mutable {
+              detail::run_attempt<T>(queue, at, default_cancellation_repeat, handler_ex, std::move(operation),
+                                     std::move(handler));
+            }));
       },
       token, ex, deadline, std::forward<Op>(op));
 }

@@ -28,13 +28,21 @@ namespace {
 /// Empties this thread's cache, so that a case starts from nothing.
 void drain() { block_cache::release_cached(); }
 
-/// An attempt that completes at once (through the executor) with 7.
-auto immediate_attempt(asio::io_context& io) {
-  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
-      [&io](auto handler) {
-        asio::post(io, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, 7); });
+/// An attempt that completes at once (through the executor) with `value`.
+template <class T = int>
+auto immediate_attempt(asio::io_context& io, T value = T{7}) {
+  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, T)>(
+      [&io, value](auto handler) {
+        asio::post(io, [h = std::move(handler), value]() mutable { std::move(h)(boost::system::error_code{}, value); });
       },
       asio::deferred);
+}
+
+/// Options for an attempt that is safe to repeat.
+coretry::retry_options idempotent() {
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  return o;
 }
 
 } // namespace
@@ -114,9 +122,8 @@ TEST_CASE("block cache: a block freed after its thread's cache is gone goes back
 TEST_CASE("block cache: async_retry's operation and runner go back to the thread's cache when the handler has no allocator") {
   asio::io_context io(1);
   drain();
-  coretry::policy p;
-  coretry::retry_options o;
-  o.safety = coretry::repeat_safety::idempotent;
+  const coretry::policy p;
+  const coretry::retry_options o = idempotent();
   std::optional<coretry::outcome<int>> result;
   coretry::async_retry(io.get_executor(), p, o, [&io](const auto&) { return immediate_attempt(io); },
                        [&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
@@ -148,20 +155,11 @@ struct alignas(64) wide {
 TEST_CASE("block cache: an over-aligned result keeps Asio's aligning allocator, and its operation works") {
   asio::io_context io(1);
   drain();
-  coretry::policy p;
-  coretry::retry_options o;
-  o.safety = coretry::repeat_safety::idempotent;
+  const coretry::policy p;
+  const coretry::retry_options o = idempotent();
   std::optional<coretry::outcome<wide>> result;
-  coretry::async_retry(
-      io.get_executor(), p, o,
-      [&io](const auto&) {
-        return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, wide)>(
-            [&io](auto handler) {
-              asio::post(io, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, wide{9}); });
-            },
-            asio::deferred);
-      },
-      [&](std::exception_ptr, coretry::outcome<wide> r) { result = std::move(r); });
+  coretry::async_retry(io.get_executor(), p, o, [&io](const auto&) { return immediate_attempt(io, wide{9}); },
+                       [&](std::exception_ptr, coretry::outcome<wide> r) { result = std::move(r); });
   io.run();
   REQUIRE(result);
   REQUIRE(result->succeeded());

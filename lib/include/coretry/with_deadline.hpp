@@ -62,9 +62,12 @@ TimePoint instant_after(TimePoint at, Duration d) {
 ///                name a type, never hand over a timer object.
 /// @param ex       An I/O executor of the execution context whose deadline
 ///                queue is used, and the handler's executor when it has none
-///                of its own. The operation is
-///                started on the handler's executor (an awaitable is
-///                spawned there).
+///                of its own. The operation is started, and its steps run,
+///                on the handler's executor when that is serial (a strand,
+///                or a single-threaded io_context) and of the same
+///                execution context as `ex`; otherwise on a strand of `ex`
+///                made for the call (`ex` itself when it is serial). An
+///                awaitable is spawned there.
 /// @param deadline The instant, on `Timer`'s clock, at which the operation
 ///                is cut off. An instant already past cuts it off as soon as
 ///                it has been started (it is still started). Use
@@ -87,31 +90,48 @@ TimePoint instant_after(TimePoint at, Duration d) {
 /// coretry::attempt_error::timed_out`.
 ///
 /// **Completion.** The handler runs only after the operation has completed,
-/// never inside this call, and on its associated executor (`ex` when it has
-/// none): nothing the operation started is left running behind it.
+/// never inside this call, exactly once, and through its associated
+/// executor (`ex` when it has none), on which work is counted until then:
+/// nothing the operation started is left running behind it. Safe on any
+/// executor, a multi-threaded io_context's included. A handler that throws
+/// lets the exception out of the `run()` (or `poll()`) that called it, as
+/// Asio's own operations do; the operation is over by then.
+///
+/// **Destruction.** An io_context destroyed while the operation is pending
+/// (that of `ex`; the operation runs there) destroys the operation and the
+/// handler unrun. A handler bound to another execution context is posted
+/// there once the operation is over, holding the outcome and nothing else.
 ///
 /// **Cancellation.** The handler's associated cancellation slot is honoured
 /// for terminal and partial cancellation; either is forwarded to the
 /// operation as *terminal* cancellation (the operation is abandoned, so its
-/// I/O must stop). The outcome then carries the operation's own error
-/// (typically `boost::asio::error::operation_aborted`), not `timed_out`,
-/// unless the deadline had already passed. Total cancellation is ignored.
+/// I/O must stop), from the operation's own executor. The outcome then
+/// carries the operation's own error (typically
+/// `boost::asio::error::operation_aborted`), not `timed_out`, unless the
+/// deadline had already passed. Total cancellation is ignored. As with any
+/// Asio operation, the emission must not race the completion: emit from the
+/// handler's executor when that is serial (a strand), or otherwise make sure
+/// the handler has not run yet.
 template <class T, class Timer = boost::asio::steady_timer, class Executor, class Op, class CompletionToken>
 auto async_with_deadline(const Executor& ex, typename Timer::time_point deadline, Op&& op, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(deadline_outcome<T>)>(
       [](auto handler, const Executor& io, typename Timer::time_point at, auto operation) {
-        const auto handler_ex = boost::asio::get_associated_executor(handler, io);
+        // The runner's steps run one at a time on the handler's executor
+        // when that is serial and of `io`'s context, else on a strand of
+        // `io`: on a multi-threaded io_context the operation's completion,
+        // its deadline and the caller's cancellation would otherwise race.
+        const auto strand =
+            detail::make_operation_strand(boost::asio::get_associated_executor(handler, io), io);
         auto& queue = detail::deadline_queue_of<Timer>(io);
-        // Started on the handler's executor: at once when the caller runs
-        // there already, else queued there. Started from another thread, the
-        // operation could complete on that executor while this call was
-        // still arming its deadline. The start allocates like the handler.
+        // Started on that executor: at once when the caller runs there
+        // already, else queued there. Started from another thread, the
+        // operation could complete while this call was still arming its
+        // deadline. The start allocates like the handler.
         const auto alloc = boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>());
         boost::asio::dispatch(
-            handler_ex,
-            boost::asio::bind_allocator(alloc, [&queue, at, handler_ex, operation = std::move(operation),
-                                                handler = std::move(handler)]() mutable {
-              detail::run_attempt<T>(queue, at, default_cancellation_repeat, handler_ex, std::move(operation),
+            strand, boost::asio::bind_allocator(alloc, [&queue, at, strand, operation = std::move(operation),
+                                                        handler = std::move(handler)]() mutable {
+              detail::run_attempt<T>(queue, at, default_cancellation_repeat, strand, std::move(operation),
                                      std::move(handler));
             }));
       },

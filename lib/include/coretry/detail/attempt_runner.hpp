@@ -26,19 +26,31 @@
 // runner is itself calling out (starting the operation, emitting a
 // cancellation) is never acted on inside that call: it is taken up once the
 // call has returned, or posted.
+//
+// Threads: every step of the runner (its start, the operation's completion,
+// each expiry, the caller's cancellation) runs on its executor, which is
+// serial (make_operation_strand), so its state is never touched from two
+// threads at once. The caller's handler is called in place when its
+// associated executor is that same executor, else dispatched to its own
+// executor, where work is counted until then.
 
 #include <coretry/attempt.hpp>
 #include <coretry/detail/block_cache.hpp>
+#include <coretry/detail/counted_ref.hpp>
 #include <coretry/detail/deadline_queue.hpp>
+#include <coretry/detail/operation_executor.hpp>
 #include <coretry/stop_reason.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/recycling_allocator.hpp>
 #include <boost/system/system_error.hpp>
@@ -70,38 +82,6 @@ inline constexpr bool is_awaitable_v = false;
 template <class T, class E>
 inline constexpr bool is_awaitable_v<boost::asio::awaitable<T, E>> = true;
 
-/// A counted reference to an object with `add_ref()` and `release()`:
-/// move-only, released on destruction, so that a handler destroyed without
-/// being run (a destroyed io_context) still gives its reference back.
-template <class Owner>
-class counted_ref {
-public:
-  explicit counted_ref(Owner* owner) noexcept : owner_(owner) { owner_->add_ref(); }
-  /// Takes over a reference that `owner` already counts (one a queued
-  /// deadline held).
-  static counted_ref adopt(Owner* owner) noexcept { return counted_ref(owner, adopting{}); }
-  counted_ref(counted_ref&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
-  counted_ref& operator=(counted_ref&&) = delete;
-  counted_ref(const counted_ref&) = delete;
-  /// A handler that has run gives its reference back this way: the owner
-  /// may then complete. One destroyed unrun (a destroyed io_context) gives it
-  /// back through the destructor: the owner is then freed without completing.
-  template <class... How>
-  void done(How... how) noexcept {
-    if (owner_) std::exchange(owner_, nullptr)->release(true, how...);
-  }
-  ~counted_ref() {
-    if (owner_) owner_->release(false);
-  }
-  Owner* operator->() const noexcept { return owner_; }
-  Owner& operator*() const noexcept { return *owner_; }
-
-private:
-  struct adopting {};
-  counted_ref(Owner* owner, adopting) noexcept : owner_(owner) {}
-  Owner* owner_;
-};
-
 /// How a stuck attempt is reported: a function and its context, called once
 /// when the runner stops repeating the cancellation of an unfinished attempt.
 struct stuck_report {
@@ -115,20 +95,26 @@ inline constexpr unsigned default_cancellation_repeats = 100;
 template <class T, class Timer, class Handler>
 class attempt_runner {
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
+  using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   // Its own block: from block_cache unless the handler names an allocator
   // (a template, so that it is looked at once the class is complete).
   template <class Self = attempt_runner>
   using own_allocator = block_allocator_for<handler_allocator, Self>;
   using ref = counted_ref<attempt_runner>;
   friend class counted_ref<attempt_runner>;
+  friend struct owned_handler<attempt_runner>;
 
 public:
   using time_point = typename Timer::time_point;
   using queue_type = deadline_queue<Timer>;
+  using allocator_type = handler_allocator;
 
-  template <class Executor, class Op>
+  /// `ex` must be serial (a strand, or a single-threaded io_context's
+  /// executor) and the call must run on it: every step of the runner runs
+  /// there, one at a time.
+  template <class Op>
   static void start(queue_type& queue, time_point deadline, duration repeat, unsigned max_repeats,
-                    stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
+                    stuck_report stuck, const boost::asio::any_io_executor& ex, Op&& op, Handler&& handler) {
     const handler_allocator handler_alloc(
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     own_allocator<> alloc(handler_alloc);
@@ -143,34 +129,20 @@ public:
   }
 
 private:
-  // The operation's completion handler: carries a reference, runs on the
-  // runner's executor, and hears the runner's cancellation signal.
-  struct operation_handler {
-    using executor_type = boost::asio::any_io_executor;
-    using cancellation_slot_type = boost::asio::cancellation_slot;
-    using allocator_type = handler_allocator;
-
-    executor_type get_executor() const noexcept { return runner->executor_; }
-    cancellation_slot_type get_cancellation_slot() const noexcept { return runner->signal_.slot(); }
-    allocator_type get_allocator() const noexcept { return runner->alloc_; }
-
-    template <class First, class... Rest>
-    void operator()(First first, Rest&&... rest) {
-      ref self(std::move(runner));
-      self->on_operation(to_completion(std::move(first), std::forward<Rest>(rest)...));
-      self.done();
-    }
-
-    ref runner;
-  };
-
   attempt_runner(queue_type& queue, duration repeat, unsigned max_repeats, stuck_report stuck,
-                 boost::asio::any_io_executor ex, Handler&& handler, const handler_allocator& alloc)
+                 const boost::asio::any_io_executor& ex, Handler&& handler, const handler_allocator& alloc)
       : handler_(std::move(handler)), queue_(queue), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
-        executor_(std::move(ex)), alloc_(alloc) {
+        executor_(ex), alloc_(alloc) {
     deadline_.owner = this;
     deadline_.expire = &attempt_runner::on_expired;
     deadline_.abandon = &attempt_runner::on_abandoned;
+    // A handler whose executor is the runner's own is called in place (the
+    // runner's steps run there); any other is dispatched to its executor,
+    // on which work is counted until then.
+    const handler_executor handler_ex = boost::asio::get_associated_executor(handler_, executor_);
+    if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
+      if (boost::asio::any_io_executor(handler_ex) == executor_) return;
+    work_.emplace(handler_ex);
   }
 
   ~attempt_runner() {
@@ -179,44 +151,62 @@ private:
     if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
   }
 
+  // What owned_handler asks of its owner.
+  const boost::asio::any_io_executor& executor() const noexcept { return executor_; }
+  boost::asio::cancellation_slot inner_slot() noexcept { return signal_.slot(); }
+  const handler_allocator& allocator() const noexcept { return alloc_; }
+
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
   // The last reference frees the runner, then (when it was given back by a
   // handler that ran, and the attempt is over) calls the caller's handler:
-  // no handler of the runner is left anywhere when the caller goes on.
-  void release(bool ran) noexcept {
+  // no handler of the runner is left anywhere when the caller goes on. A
+  // handler that throws throws out of here, to whoever ran the last one.
+  // `post`: never call the handler in place (launch's reference).
+  void release(bool ran, bool post = false) {
     if (references_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    std::optional<Handler> handler;
-    attempt_completion<T> result;
-    if (ran && completed_) {
-      handler.emplace(std::move(handler_));
-      result = std::move(result_);
-    }
     own_allocator<> alloc(alloc_);
+    if (!ran || !completed_) {
+      this->~attempt_runner();
+      std::allocator_traits<own_allocator<>>::deallocate(alloc, this, 1);
+      return;
+    }
+    Handler handler(std::move(handler_));
+    attempt_completion<T> result(std::move(result_));
+    std::optional<handler_work<handler_executor>> work(std::move(work_));
     this->~attempt_runner();
     std::allocator_traits<own_allocator<>>::deallocate(alloc, this, 1);
-    if (handler) std::move(*handler)(std::move(result));
+    if (!work) {
+      // On the handler's own executor already: in place, or posted there.
+      if (post)
+        boost::asio::post(boost::asio::append(std::move(handler), std::move(result)));
+      else
+        std::move(handler)(std::move(result));
+      return;
+    }
+    auto completion =
+        boost::asio::bind_executor(work->executor(), boost::asio::append(std::move(handler), std::move(result)));
+    if (post)
+      boost::asio::post(std::move(completion));
+    else
+      boost::asio::dispatch(std::move(completion));
   }
 
   template <class Op>
   void launch(time_point deadline, Op&& op) {
-    ref self(this); // launch's own reference: given back unrun on every path,
+    ref self(this); // launch's own reference: never calls the handler in place,
                     // since the initiating call must never complete the caller
     caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
     if (caller_slot_.is_connected()) {
       // Any cancellation the caller sends becomes terminal for the attempt:
       // the attempt is abandoned, so its I/O must stop and may not be reused.
-      // The caller emits from this runner's executor (its handler's), so the
-      // runner's state is touched from there only.
+      // It is acted on from the runner's executor, whatever thread the
+      // caller emits from.
       caller_slot_.assign([this](boost::asio::cancellation_type type) {
         if (!(type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial))) return;
-        if (op_done_ || cancelled_) return;
-        ref keep(this);
-        caller_cancelled_ = true;
-        cancel_operation();
-        // A completion heard inside the emission is posted: completing here
-        // would clear this very slot handler while it runs.
-        if (op_done_) return post_completion();
-        arm_repeat();
+        boost::asio::post(executor_, boost::asio::bind_allocator(alloc_, [self = ref(this)]() mutable {
+                            self->on_caller_cancel();
+                            self.done();
+                          }));
       });
     }
 
@@ -224,9 +214,9 @@ private:
     ++callout_;
     try {
       if constexpr (is_awaitable_v<std::decay_t<Op>>)
-        boost::asio::co_spawn(executor_, std::forward<Op>(op), operation_handler{ref(this)});
+        boost::asio::co_spawn(executor_, std::forward<Op>(op), owned_handler<attempt_runner>{ref(this)});
       else
-        std::forward<Op>(op)(operation_handler{ref(this)});
+        std::forward<Op>(op)(owned_handler<attempt_runner>{ref(this)});
     } catch (...) {
       if (op_done_) {
         // The operation completed, then threw: its result stands, and the
@@ -248,7 +238,16 @@ private:
     } else {
       arm(deadline);
     }
+    self.done(true);
     if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
+  }
+
+  void on_caller_cancel() {
+    if (op_done_ || completed_ || cancelled_) return;
+    caller_cancelled_ = true;
+    cancel_operation();
+    if (op_done_) return complete(); // it finished inside the emission
+    arm_repeat();
   }
 
   // Queues the deadline: first the attempt's, then each repeat of the
@@ -272,10 +271,11 @@ private:
   // the deadline's reference goes with the expiry to the runner's executor.
   static void on_expired(void* owner, unsigned generation) {
     auto* self = static_cast<attempt_runner*>(owner);
-    boost::asio::post(self->executor_, [self = ref::adopt(self), generation]() mutable {
-      self->on_timer(generation);
-      self.done();
-    });
+    boost::asio::post(self->executor_, boost::asio::bind_allocator(self->alloc_, [self = ref::adopt(self),
+                                                                                  generation]() mutable {
+                        self->on_timer(generation);
+                        self.done();
+                      }));
   }
 
   // The execution context shuts down with the deadline queued.
@@ -335,19 +335,21 @@ private:
     return c;
   }
 
-  void on_operation(attempt_completion<T>&& c) {
+  // The operation's completion, through owned_handler, on the executor.
+  template <class First, class... Rest>
+  void on_completion(First first, Rest&&... rest) {
     if (op_done_) return; // a start that threw already ended this attempt
     op_done_ = true;
-    result_ = std::move(c);
+    result_ = to_completion(std::move(first), std::forward<Rest>(rest)...);
     if (callout_ > 0) return; // whoever is calling out takes it up afterwards
     complete();
   }
 
   void post_completion() {
-    boost::asio::post(executor_, [self = ref(this)]() mutable {
-      self->complete();
-      self.done();
-    });
+    boost::asio::post(executor_, boost::asio::bind_allocator(alloc_, [self = ref(this)]() mutable {
+                        self->complete();
+                        self.done();
+                      }));
   }
 
   void complete() {
@@ -364,12 +366,13 @@ private:
   }
 
   Handler handler_;
+  std::optional<handler_work<handler_executor>> work_; ///< unless the handler runs on executor_
   queue_type& queue_;
   deadline_entry<time_point> deadline_;
   duration repeat_;
   unsigned max_repeats_;
   stuck_report stuck_;
-  boost::asio::any_io_executor executor_;
+  boost::asio::any_io_executor executor_; ///< serial: the runner's steps run here
   boost::asio::cancellation_signal signal_;
   boost::asio::cancellation_slot caller_slot_;
   [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
@@ -389,21 +392,22 @@ private:
 /// Starts `op` with a deadline in `queue` (on its timer's clock), repeating the cancellation
 /// every `cancellation_repeat` (zero: once) at most `max_repeats` times, then
 /// calling `stuck` and waiting without a timer; `handler` receives an
-/// attempt_completion<T> on `ex` once the operation has finished. The
-/// deadline is an instant, not a duration, so that time spent between the
+/// attempt_completion<T> through its associated executor once the operation
+/// has finished. `ex` is serial and the call runs on it (make_operation_strand).
+/// The deadline is an instant, not a duration, so that time spent between the
 /// decision to start and the start itself is not handed out twice.
-template <class T, class Timer, class Executor, class Op, class Handler>
+template <class T, class Timer, class Op, class Handler>
 void run_attempt(deadline_queue<Timer>& queue, typename Timer::time_point deadline, duration cancellation_repeat,
-                 unsigned max_repeats, stuck_report stuck, const Executor& ex, Op&& op, Handler&& handler) {
+                 unsigned max_repeats, stuck_report stuck, const boost::asio::any_io_executor& ex, Op&& op,
+                 Handler&& handler) {
   attempt_runner<T, Timer, std::decay_t<Handler>>::start(queue, deadline, cancellation_repeat, max_repeats, stuck,
-                                                         boost::asio::any_io_executor(ex), std::forward<Op>(op),
-                                                         std::forward<Handler>(handler));
+                                                         ex, std::forward<Op>(op), std::forward<Handler>(handler));
 }
 
 /// run_attempt with the default bound on repeats and no stuck report.
-template <class T, class Timer, class Executor, class Op, class Handler>
+template <class T, class Timer, class Op, class Handler>
 void run_attempt(deadline_queue<Timer>& queue, typename Timer::time_point deadline, duration cancellation_repeat,
-                 const Executor& ex, Op&& op, Handler&& handler) {
+                 const boost::asio::any_io_executor& ex, Op&& op, Handler&& handler) {
   run_attempt<T>(queue, deadline, cancellation_repeat, default_cancellation_repeats, stuck_report{}, ex,
                  std::forward<Op>(op), std::forward<Handler>(handler));
 }

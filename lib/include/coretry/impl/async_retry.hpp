@@ -5,92 +5,22 @@
 // and cancellation slots. It decides nothing itself.
 
 #include <coretry/detail/attempt_runner.hpp>
-#include <coretry/detail/single_threaded.hpp>
+#include <coretry/detail/counted_ref.hpp>
+#include <coretry/detail/operation_executor.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/execution/executor.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/prefer.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <atomic>
 #include <memory>
 #include <optional>
 
 namespace coretry::detail {
-
-template <class Executor>
-struct is_strand : std::false_type {};
-template <class Inner>
-struct is_strand<boost::asio::strand<Inner>> : std::true_type {};
-
-/// True when `ex` is known to run handlers one at a time: a strand, directly
-/// or inside an any_io_executor, or the executor of a single-threaded
-/// io_context (an io_context per thread needs no strand per operation).
-template <class Executor>
-bool is_serial_executor(const Executor& ex) {
-  if constexpr (is_strand<Executor>::value) {
-    return true;
-  } else if constexpr (std::is_same_v<Executor, boost::asio::io_context::executor_type>) {
-    return is_single_threaded(ex.context());
-  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
-    // The commonest first: each type that does not match costs a
-    // comparison of type names.
-    if (const auto* io = ex.template target<boost::asio::io_context::executor_type>())
-      return is_single_threaded(io->context());
-    using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
-    return ex.template target<io_strand>() != nullptr ||
-           ex.template target<boost::asio::strand<boost::asio::any_io_executor>>() != nullptr;
-  } else {
-    (void)ex;
-    return false;
-  }
-}
-
-/// The strand an operation runs its steps on: the completion handler's own
-/// executor when that is serial (no allocation, and the caller's
-/// cancellation is then serialised with the operation), else the I/O
-/// executor when that is serial, else a new strand of it.
-template <class HandlerExecutor, class Executor>
-boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handler_ex, const Executor& io_ex) {
-  if constexpr (std::is_convertible_v<HandlerExecutor, boost::asio::any_io_executor>)
-    if (is_serial_executor(handler_ex)) return handler_ex;
-  if (is_serial_executor(io_ex)) return io_ex;
-  return boost::asio::make_strand(io_ex);
-}
-
-/// Work counted on a handler's executor until the handler has been called:
-/// the executor itself, preferred as tracking work (one executor, where a
-/// work guard keeps two), or a work guard for an executor of the older model.
-template <class Executor, class = void>
-class handler_work {
-public:
-  explicit handler_work(const Executor& ex) : guard_(ex) {}
-  Executor executor() const { return guard_.get_executor(); }
-
-private:
-  boost::asio::executor_work_guard<Executor> guard_;
-};
-template <class Executor>
-class handler_work<Executor, std::enable_if_t<boost::asio::execution::is_executor<Executor>::value>> {
-public:
-  explicit handler_work(const Executor& ex)
-      : executor_(boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked)) {}
-  const auto& executor() const noexcept { return executor_; }
-
-private:
-  std::decay_t<decltype(boost::asio::prefer(std::declval<const Executor&>(),
-                                            boost::asio::execution::outstanding_work.tracked))>
-      executor_;
-};
 
 /// The cancellation types async_retry honours: terminal and partial. Total
 /// cancellation (no side effects) cannot be promised by a retry, so an
@@ -116,9 +46,13 @@ class retry_op {
   using own_allocator = block_allocator_for<handler_allocator, Self>;
   using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   using ref = counted_ref<retry_op>;
+  using attempt_handler = owned_handler<retry_op>;
   friend class counted_ref<retry_op>;
+  friend struct owned_handler<retry_op>;
 
 public:
+  using allocator_type = handler_allocator;
+
   static void start(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p,
                     const retry_options& o, Factory&& factory, Classifier&& classify) {
     const handler_allocator handler_alloc(
@@ -135,23 +69,6 @@ public:
   }
 
 private:
-  // What each attempt's runner completes to: runs on the strand, hears the
-  // operation's own signal for the attempt, allocates like the handler.
-  struct attempt_handler {
-    using executor_type = boost::asio::any_io_executor;
-    using cancellation_slot_type = boost::asio::cancellation_slot;
-    using allocator_type = handler_allocator;
-    executor_type get_executor() const noexcept { return op->strand_; }
-    cancellation_slot_type get_cancellation_slot() const noexcept { return op->attempt_signal_.slot(); }
-    allocator_type get_allocator() const noexcept { return op->alloc_; }
-    void operator()(attempt_completion<T> done) {
-      ref self(std::move(op));
-      self->on_attempt(std::move(done));
-      self.done();
-    }
-    ref op;
-  };
-
   // A step of the operation, posted or dispatched to the strand.
   template <class Step>
   struct step_handler {
@@ -200,10 +117,18 @@ private:
     if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
   }
 
+  // What each attempt's runner completes to (owned_handler): the strand,
+  // the operation's own signal for the attempt, the handler's allocator.
+  const boost::asio::any_io_executor& executor() const noexcept { return strand_; }
+  boost::asio::cancellation_slot inner_slot() noexcept { return attempt_signal_.slot(); }
+  const handler_allocator& allocator() const noexcept { return alloc_; }
+  void on_completion(attempt_completion<T> done) { on_attempt(std::move(done)); }
+
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
 
   // `post`: given back by the initiating call, where the handler must not run.
-  void release(bool ran, bool post = false) noexcept {
+  // A handler that throws throws out of here, to whoever ran the last step.
+  void release(bool ran, bool post = false) {
     if (references_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     // Nothing of the operation is outstanding any more: free it first, then
     // call the handler (if the operation finished; a destroyed io_context

@@ -2,7 +2,7 @@
 #define CORETRY_REDIS_SHARED_STATE_HPP
 /// @file
 /// One retry budget and one retry gate per dependency, shared by a fleet of
-/// processes through Redis. See lib/README.md, "Running a fleet".
+/// processes through Redis. See lib/docs/fleet.md.
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>

@@ -1,4 +1,6 @@
-#include <coretry/testing/manual_clock.hpp>
+#include <coretry/testing/clock.hpp>
+#include <coretry/testing/random.hpp>
+#include <coretry/testing/runner.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/error.hpp>
@@ -9,7 +11,9 @@
 
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace coretry::testing {
 

@@ -19,24 +19,6 @@ boost::json::value text_or_null(const std::string& text) {
 
 } // namespace
 
-std::string_view to_string(attempt_status status) noexcept {
-  switch (status) {
-  case attempt_status::success: return "success";
-  case attempt_status::transient: return "transient";
-  case attempt_status::permanent: return "permanent";
-  }
-  return "invalid";
-}
-
-std::string_view to_string(delivery delivered) noexcept {
-  switch (delivered) {
-  case delivery::unknown: return "unknown";
-  case delivery::never_sent: return "never_sent";
-  case delivery::answered: return "answered";
-  }
-  return "invalid";
-}
-
 timeline::timeline(std::FILE* out, std::string prefix, unsigned max_attempts, const attempt_details& details,
                    std::function<void()> before_line)
     : out_(out), prefix_(std::move(prefix)), max_attempts_(max_attempts), details_(details),
@@ -66,7 +48,7 @@ void timeline::attempt_finished(const attempt_finished_event& e) noexcept {
     std::string text = "attempt " + std::to_string(record.number) + " ends: " +
                        describe_attempt_result(record, details_.find(record.number)) + " -> " +
                        std::string{record.classified.category} + ", " +
-                       std::string{to_string(record.classified.status)};
+                       std::string{coretry::to_string(record.classified.status)};
     if (record.classified.status == attempt_status::transient && record.classified.delivered == delivery::unknown)
       text += " (may have reached the server)";
     line(record.end, text);
@@ -153,8 +135,8 @@ boost::json::object describe_outcome(const http::result& result, const attempt_d
     entry["attempt"] = record.number;
     entry["status"] = detail && detail->status ? boost::json::value(*detail->status) : nullptr;
     entry["category"] = record.classified.category;
-    entry["verdict"] = to_string(record.classified.status);
-    entry["delivery"] = to_string(record.classified.delivered);
+    entry["verdict"] = coretry::to_string(record.classified.status);
+    entry["delivery"] = coretry::to_string(record.classified.delivered);
     entry["wait_before_ms"] = whole_ms(record.wait_before);
     entry["wait_source"] = coretry::to_string(record.wait_from);
     entry["start_ms"] = whole_ms(record.start);

@@ -45,11 +45,6 @@ private:
 /// attempt produced, without its classification.
 std::string describe_attempt_result(const attempt_record& record, const attempt_detail* detail);
 
-/// "transient", "permanent" or "success".
-std::string_view to_string(attempt_status status) noexcept;
-/// "unknown", "never_sent" or "answered".
-std::string_view to_string(delivery delivered) noexcept;
-
 /// One line for a failed operation: the stop reason (and `cause`, such as
 /// "SIGINT", when given), the attempts, the time and the last status or
 /// failure category.

@@ -22,6 +22,13 @@ enum class delivery {
   answered,  ///< the peer answered definitely (for example with an HTTP status)
 };
 
+/// Stable snake_case name of a status ("success", "transient", "permanent"),
+/// as used in logs and JSON.
+std::string_view to_string(attempt_status status) noexcept;
+/// Stable snake_case name of a delivery ("unknown", "never_sent", "answered"),
+/// as used in logs and JSON.
+std::string_view to_string(delivery delivered) noexcept;
+
 /// Whether repeating the whole operation is safe, whatever one attempt did.
 enum class repeat_safety {
   unsafe,          ///< repeating may apply the effect twice

@@ -71,6 +71,13 @@ boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handle
   if constexpr (std::is_convertible_v<HandlerExecutor, boost::asio::any_io_executor>)
     if (is_serial_executor(handler_ex) && &context_of(handler_ex) == &context_of(io_ex)) return handler_ex;
   if (is_serial_executor(io_ex)) return io_ex;
+  if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    // A strand of the io_context's own executor fits inside an
+    // any_io_executor; a strand of the any_io_executor would not, and would
+    // be one more block shared (and counted) by every copy.
+    if (const auto* io = io_ex.template target<boost::asio::io_context::executor_type>())
+      return boost::asio::make_strand(*io);
+  }
   return boost::asio::make_strand(io_ex);
 }
 

@@ -4,6 +4,11 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 
+#include <sys/ioctl.h>
+#if defined(__linux__)
+#include <linux/sockios.h>
+#endif
+
 namespace coretry::serving {
 
 namespace http = boost::beast::http;
@@ -18,6 +23,8 @@ std::optional<std::string> validate(const request_limits& limits) {
     return "the header timeout must be positive and at most a day";
   if (limits.keep_alive_timeout <= std::chrono::milliseconds::zero() || limits.keep_alive_timeout > longest_timeout)
     return "the keep-alive timeout must be positive and at most a day";
+  if (limits.send_timeout <= std::chrono::milliseconds::zero() || limits.send_timeout > longest_timeout)
+    return "the send timeout must be positive and at most a day";
   return std::nullopt;
 }
 
@@ -66,8 +73,23 @@ read_outcome classify(const boost::system::error_code& error, bool header_done) 
   return read_outcome::closed; // reset, aborted, TLS failure: the connection is gone
 }
 
+std::size_t unsent_bytes(boost::asio::ip::tcp::socket& socket) {
+  if (!socket.is_open()) return 0;
+#if defined(__linux__) && defined(SIOCOUTQNSD)
+  int unsent = 0;
+  if (::ioctl(socket.native_handle(), SIOCOUTQNSD, &unsent) == 0 && unsent > 0) return static_cast<std::size_t>(unsent);
+#endif
+  return 0;
+}
+
+void reset(boost::asio::ip::tcp::socket& socket) {
+  boost::system::error_code ignored;
+  socket.set_option(boost::asio::socket_base::linger(true, 0), ignored);
+  socket.close(ignored);
+}
+
 boost::asio::awaitable<bool> connection_gate::wait_for_room() {
-  while (!closed_ && open_ >= max_open_) {
+  while (!closed_ && open_ >= max_open_ && (idle_.empty() || closing_idle_)) {
     room_.expires_at(boost::asio::steady_timer::time_point::max());
     waiting_for_room_ = true;
     co_await room_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable)); // closed() cancels it
@@ -84,8 +106,37 @@ boost::asio::awaitable<bool> connection_gate::pause_after_accept_error(const boo
   co_return !closed_;
 }
 
+void connection_gate::opened() {
+  ++open_;
+  if (open_ <= max_open_ || idle_.empty() || closing_idle_) return;
+  closer close = std::move(idle_.front().second);
+  idle_index_.erase(idle_.front().first);
+  idle_.pop_front();
+  closing_idle_ = true;
+  close();
+}
+
+void connection_gate::idle(std::uint64_t id, closer close) {
+  not_idle(id);
+  idle_index_.emplace(id, idle_.insert(idle_.end(), {id, std::move(close)}));
+  if (open_ >= max_open_) wake(); // an idle connection can make room now
+}
+
+void connection_gate::not_idle(std::uint64_t id) {
+  const auto found = idle_index_.find(id);
+  if (found == idle_index_.end()) return;
+  idle_.erase(found->second);
+  idle_index_.erase(found);
+}
+
+void connection_gate::not_closed() {
+  closing_idle_ = false;
+  wake();
+}
+
 void connection_gate::closed() {
   if (open_ > 0) --open_;
+  closing_idle_ = false;
   // Only a wait for room may end early: a pause after an accept error runs
   // its full length, or a closing connection would end it and the loop spin.
   if (waiting_for_room_) room_.cancel();

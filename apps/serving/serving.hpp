@@ -11,9 +11,15 @@
 //   the connection (or of the first byte of a later request), the body within
 //   header_timeout of the end of the header, and a kept-alive connection may
 //   stay silent between requests for keep_alive_timeout.
-// - connection_gate caps the open connections (at the cap, new connections
-//   wait in the listen backlog) and pauses the accept loop after an accept
-//   error such as EMFILE instead of spinning on it.
+// - wait_until_sent bounds the other direction: a response counts as taken
+//   only once its bytes have left the socket (not merely the process), and
+//   must be within send_timeout of its first write; until then the
+//   connection reads no further request and is not idle.
+// - connection_gate caps the open connections and pauses the accept loop
+//   after an accept error such as EMFILE instead of spinning on it. At the
+//   cap it closes the connection idle the longest (kept alive, its last
+//   response taken, no byte of a next request received) to admit a new
+//   client; with none idle, new connections wait in the listen backlog.
 //
 // Timeouts need the stream's lowest layer to be a beast::tcp_stream.
 
@@ -27,12 +33,20 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/this_coro.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 namespace coretry::serving {
 
@@ -50,6 +64,11 @@ struct request_limits {
   std::chrono::milliseconds header_timeout{10'000};
   /// How long a kept-alive connection may stay silent between requests.
   std::chrono::milliseconds keep_alive_timeout{30'000};
+  /// A response must have left the socket (the peer has taken it into its
+  /// receive window) this long after its first byte was written; otherwise
+  /// the connection is reset. Until then the connection reads no next
+  /// request and is not idle.
+  std::chrono::milliseconds send_timeout{10'000};
 };
 
 /// The limits' largest accepted values; validate() names any value outside.
@@ -85,6 +104,11 @@ std::string explain(read_outcome outcome, const request_limits& limits);
 /// parsed. `error` must not be success.
 read_outcome classify(const boost::system::error_code& error, bool header_done);
 
+/// What a connection's idleness is told: true when it starts waiting for a
+/// next request with no byte of it received, false when that wait ends.
+/// Called on the stream's executor.
+using idle_observer = std::function<void(bool idle)>;
+
 /// The read buffer for a connection, bounded by limits.buffer_bytes.
 inline boost::beast::flat_buffer make_buffer(const request_limits& limits) {
   return boost::beast::flat_buffer{std::max(limits.buffer_bytes, limits.header_bytes)};
@@ -99,11 +123,13 @@ void apply_limits(boost::beast::http::request_parser<Body, Allocator>& parser, c
 
 /// Reads a request's header into `parser` (apply_limits first). On a
 /// kept-alive connection (`first` false) with no bytes buffered, waits up to
-/// keep_alive_timeout for the request to begin. Leaves the stream's timeout
-/// off on return.
+/// keep_alive_timeout for the request to begin, telling `on_idle` (if any)
+/// when that wait starts and ends: only then may the connection be closed to
+/// make room. Leaves the stream's timeout off on return.
 template <class Stream, class Parser>
 boost::asio::awaitable<read_outcome> read_request_header(Stream& stream, boost::beast::flat_buffer& buffer,
-                                                         Parser& parser, const request_limits& limits, bool first) {
+                                                         Parser& parser, const request_limits& limits, bool first,
+                                                         const idle_observer& on_idle = {}) {
   namespace asio = boost::asio;
   namespace beast = boost::beast;
   constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
@@ -117,7 +143,9 @@ boost::asio::awaitable<read_outcome> read_request_header(Stream& stream, boost::
     // Idle until the next request's first bytes.
     lowest.expires_after(limits.keep_alive_timeout);
     const std::size_t room = std::min<std::size_t>(buffer.max_size(), 4096);
+    if (on_idle) on_idle(true);
     auto [error, bytes] = co_await stream.async_read_some(buffer.prepare(room), nothrow);
+    if (on_idle) on_idle(false);
     if (error) {
       const read_outcome outcome = classify(error, false);
       co_return outcome == read_outcome::header_timeout ? read_outcome::idle_timeout : outcome;
@@ -145,19 +173,70 @@ boost::asio::awaitable<read_outcome> read_request_body(Stream& stream, boost::be
   co_return read_outcome::complete;
 }
 
+/// Bytes written to the socket that have not yet left it: on Linux the
+/// unsent part of the TCP send queue (SIOCOUTQNSD, like tcpi_notsent_bytes),
+/// which stays above 0 while the peer's receive window is closed. 0 where
+/// the system does not say, or for a closed socket.
+std::size_t unsent_bytes(boost::asio::ip::tcp::socket& socket);
+
+/// Between two looks at the send queue: the first look is at once, then
+/// after 1 ms, doubling up to this.
+inline constexpr std::chrono::milliseconds longest_send_poll{50};
+
+/// After a response's last write: waits until every byte written to
+/// `socket` has left it, looking at the send queue at once and then at
+/// growing intervals (up to longest_send_poll), until `deadline`. True once
+/// the queue is empty; false at the deadline, if the socket closes, or once
+/// `stop()` is true (checked at each look).
+template <class Stop>
+boost::asio::awaitable<bool> wait_until_sent(boost::asio::ip::tcp::socket& socket,
+                                             std::chrono::steady_clock::time_point deadline, Stop stop) {
+  namespace asio = boost::asio;
+  std::chrono::milliseconds interval{1};
+  std::optional<asio::steady_timer> timer;
+  for (;;) {
+    if (!socket.is_open() || stop()) co_return false;
+    if (unsent_bytes(socket) == 0) co_return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) co_return false;
+    if (!timer) timer.emplace(co_await asio::this_coro::executor);
+    timer->expires_at(std::min(deadline, now + interval));
+    co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
+    interval = std::min(interval * 2, longest_send_poll);
+  }
+}
+
+/// Closes `socket` with a reset, dropping whatever it still holds to send:
+/// for a peer that did not take its response in time, whose unsent bytes
+/// would otherwise stay in the kernel after the close.
+void reset(boost::asio::ip::tcp::socket& socket);
+
 /// How long the accept loop pauses after an accept error (EMFILE, ENFILE,
 /// ENOBUFS...), so that a listening socket that stays readable is not spun on.
 inline constexpr std::chrono::milliseconds accept_error_pause{100};
 
 /// The cap on open connections, for an accept loop and its connections that
 /// all call it from one strand (or one thread).
+///
+/// At the cap, a connection that is idle (kept alive, its last response
+/// taken, waiting for a next request with no byte of it received) may be
+/// closed to admit a new client: the one idle the longest, once the new
+/// connection is accepted. So at most one more than the cap is open, for as
+/// long as an idle connection takes to close. A connection in the middle of
+/// a request, or before the end of its first, is never closed for this.
 class connection_gate {
 public:
+  /// Closes an idle connection to make room; runs on the gate's strand. The
+  /// connection may have left idleness meanwhile (on another strand): then
+  /// it stays open and the closer calls not_closed().
+  using closer = std::function<void()>;
+
   template <class Executor>
   connection_gate(const Executor& executor, std::size_t max_open) : room_(executor), max_open_(max_open) {}
 
-  /// Returns once fewer than the cap are open (at once if so), or false if
-  /// close() was called meanwhile.
+  /// Returns once fewer than the cap are open, or an idle connection can be
+  /// closed to make room for the next one accepted (at once if so), or false
+  /// if close() was called meanwhile.
   boost::asio::awaitable<bool> wait_for_room();
   /// After an accept error: pauses for accept_error_pause, except after a
   /// connection its client aborted before it was accepted (which says
@@ -165,9 +244,20 @@ public:
   /// everyone's accepts). False if close() was called meanwhile.
   boost::asio::awaitable<bool> pause_after_accept_error(const boost::system::error_code& error);
 
-  void opened() { ++open_; }
+  /// A connection was accepted. Beyond the cap, closes the connection idle
+  /// the longest.
+  void opened();
   /// Wakes the accept loop if it waits for room.
   void closed();
+  /// Connection `id` is idle; `close` closes it. Replaces any earlier entry.
+  void idle(std::uint64_t id, closer close);
+  /// Connection `id` is no longer idle (or was never); forgets it.
+  void not_idle(std::uint64_t id);
+  /// The idle connection a closer was called for did not close (a request
+  /// had begun): look for another.
+  void not_closed();
+  /// Idle connections known now.
+  std::size_t idle_count() const { return idle_.size(); }
   /// Ends any wait; later waits return false at once.
   void close();
 
@@ -175,11 +265,19 @@ public:
   std::size_t max_open() const { return max_open_; }
 
 private:
+  void wake() {
+    if (waiting_for_room_) room_.cancel();
+  }
+
   boost::asio::steady_timer room_;
   std::size_t max_open_;
   std::size_t open_ = 0;
   bool closed_ = false;
   bool waiting_for_room_ = false;
+  bool closing_idle_ = false; ///< a closer was called and its connection has not closed yet
+  /// Idle connections, idle the longest first; at most one per open connection.
+  std::list<std::pair<std::uint64_t, closer>> idle_;
+  std::unordered_map<std::uint64_t, std::list<std::pair<std::uint64_t, closer>>::iterator> idle_index_;
 };
 
 } // namespace coretry::serving

@@ -45,6 +45,7 @@ int run_faults(const faults_arguments& args) {
   if (args.header_timeout) options.limits.header_timeout = timeout_option("--header-timeout", *args.header_timeout);
   if (args.keep_alive_timeout)
     options.limits.keep_alive_timeout = timeout_option("--keep-alive-timeout", *args.keep_alive_timeout);
+  if (args.send_timeout) options.limits.send_timeout = timeout_option("--send-timeout", *args.send_timeout);
   if (args.max_clients) options.max_clients = parse_count("--max-clients", *args.max_clients, 1, most_clients);
 
   boost::asio::io_context io{1};

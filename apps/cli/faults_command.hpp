@@ -14,6 +14,7 @@ struct faults_arguments {
   std::optional<std::string> log_limit; ///< requests kept for /_log, as typed
   std::optional<std::string> header_timeout;     ///< seconds, as typed
   std::optional<std::string> keep_alive_timeout; ///< seconds, as typed
+  std::optional<std::string> send_timeout;       ///< seconds, as typed
   std::optional<std::string> max_clients;        ///< as typed
 };
 
@@ -24,7 +25,7 @@ std::string default_listen_address();
 /// line of stdout (flushed) once it accepts connections, after writing the CA
 /// to --ca-out, so that whoever waits for that line can use both. Returns the
 /// exit status; throws usage_error for a bad --listen, --log-limit,
-/// --header-timeout, --keep-alive-timeout or --max-clients.
+/// --header-timeout, --keep-alive-timeout, --send-timeout or --max-clients.
 int run_faults(const faults_arguments& args);
 
 } // namespace coretry::cli

@@ -140,8 +140,9 @@ constexpr const char* faults_description =
     "(percent-encode ',' ';' and spaces inside values).\n\n"
     "Limits on each request: header 8 KiB (else 431), body 1 MiB (else 413), a chunk-size line or\n"
     "trailer 16 KiB (else 413), malformed 400; a header not received within --header-timeout or a\n"
-    "connection silent past --keep-alive-timeout is closed; at most --max-clients connections (more\n"
-    "wait in the listen backlog); /seq remembers the 10000 most recently used names. /_log counts\n"
+    "connection silent past --keep-alive-timeout is closed, one whose response has not left the\n"
+    "socket within --send-timeout is reset; at most --max-clients connections (at the cap the longest\n"
+    "idle kept-alive one is closed for a new one, else more wait in the listen backlog); /seq remembers the 10000 most recently used names. /_log counts\n"
     "what was refused and forgotten.";
 
 constexpr const char* faults_footer = R"(Prints 'listening on URL' as its first line once it accepts connections (after writing
@@ -301,12 +302,17 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
               "requests /_log keeps, the most recent, 0 to\n1000000 (default 10000; 0 keeps none)", "N", "Options");
   seconds_option(faults, "--header-timeout", args.header_timeout,
                  "seconds a client has to send a request's header\n(from connecting or the request's first byte),\n"
-                 "and again its body and to take each response;\nthen the connection is closed (default 10)",
+                 "and again its body; then the connection is\nclosed (default 10)",
                  "Options");
   seconds_option(faults, "--keep-alive-timeout", args.keep_alive_timeout,
                  "seconds a kept-alive connection may stay silent\nbetween requests (default 30)", "Options");
+  seconds_option(faults, "--send-timeout", args.send_timeout,
+                 "seconds a response has to leave the socket (the\nclient taking it) from its first write, each\n"
+                 "dripped byte alike; then the connection is reset;\nno next request is read before (default 10)",
+                 "Options");
   text_option(faults, "--max-clients", args.max_clients,
-              "client connections open at once, 1 to 100000;\nmore wait in the listen backlog (default 512)", "N",
+              "client connections open at once, 1 to 100000; at\nthe cap the longest idle kept-alive one is closed\n"
+              "for a new one, else more wait in the listen\nbacklog (default 512)", "N",
               "Options");
 }
 

@@ -164,6 +164,8 @@ public:
     sequence_order_.clear();
     sequences_evicted_ = 0;
     for (auto& count : refused_) count.store(0);
+    send_timeouts_.store(0);
+    idle_closed_.store(0);
   }
 
   fault_server_counters counters() const {
@@ -174,6 +176,8 @@ public:
     out.body_too_large = refused(read_outcome::body_too_large);
     out.malformed = refused(read_outcome::malformed);
     out.accept_errors = accept_errors_.load();
+    out.send_timeouts = send_timeouts_.load();
+    out.idle_closed = idle_closed_.load();
     const std::lock_guard lock{mutex_};
     out.sequences_evicted = sequences_evicted_;
     return out;
@@ -237,6 +241,7 @@ private:
       connection& current;
       beast::tcp_stream& stream;
       ~unregister() {
+        server.gate_.not_idle(current.id);
         server.connections_.erase(current.id);
         error_code ignored;
         stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -267,7 +272,7 @@ private:
     for (bool first = true; !stopping_; first = false) {
       http::request_parser<http::string_body> parser;
       serving::apply_limits(parser, limits_);
-      const read_outcome outcome = co_await read_request(stream, buffer, parser, first);
+      const read_outcome outcome = co_await read_request(stream, buffer, parser, first, current.id);
       if (stopping_) co_return;
       if (outcome != read_outcome::complete) {
         if (outcome != read_outcome::closed) refused_[static_cast<std::size_t>(outcome)].fetch_add(1);
@@ -285,8 +290,26 @@ private:
   // which wait for it are not held up until their own timeout.
   template <class Stream>
   asio::awaitable<read_outcome> read_request(Stream& stream, beast::flat_buffer& buffer,
-                                             http::request_parser<http::string_body>& parser, bool first) {
-    const read_outcome header = co_await serving::read_request_header(stream, buffer, parser, limits_, first);
+                                             http::request_parser<http::string_body>& parser, bool first,
+                                             std::uint64_t connection_id) {
+    // While it waits for a next request, the connection may be closed to
+    // admit a new client at the cap. Everything here runs on strand_.
+    const serving::idle_observer on_idle = [this, connection_id](bool idle) {
+      if (!idle) {
+        gate_.not_idle(connection_id);
+        return;
+      }
+      gate_.idle(connection_id, [this, connection_id] {
+        const auto found = connections_.find(connection_id);
+        if (found == connections_.end()) return gate_.not_closed();
+        ++idle_closed_;
+        error_code ignored;
+        found->second.stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+        found->second.stream->close();
+      });
+    };
+    const read_outcome header =
+        co_await serving::read_request_header(stream, buffer, parser, limits_, first, on_idle);
     if (header != read_outcome::complete || parser.is_done()) co_return header;
     if (iequals(to_std(parser.get()[http::field::expect]), "100-continue")) {
       http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
@@ -416,7 +439,9 @@ private:
                           {"header_too_large", counted.header_too_large},
                           {"body_too_large", counted.body_too_large},
                           {"malformed", counted.malformed},
-                          {"accept_errors", counted.accept_errors}};
+                          {"accept_errors", counted.accept_errors},
+                          {"send_timeout", counted.send_timeouts},
+                          {"idle_closed_at_cap", counted.idle_closed}};
     return json::object{{"requests", std::move(requests)},
                         {"dropped", log_dropped()},
                         {"sequences_evicted", counted.sequences_evicted},
@@ -478,10 +503,11 @@ private:
     if (plan.fate == response_fate::complete && !asked.head) response.body() = std::move(body);
 
     if (stopping_) co_return false;
-    // A client that does not take its response within the header timeout
-    // does not hold the connection (a drip's bytes are each bounded alike).
+    // A client that does not take its response within the send timeout does
+    // not hold the connection (a drip's bytes are each bounded alike).
     beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
-    lowest.expires_after(limits_.header_timeout);
+    auto sent_by = std::chrono::steady_clock::now() + limits_.send_timeout;
+    lowest.expires_at(sent_by);
     auto [write_error, written] = co_await http::async_write(stream, response, nothrow_awaitable);
     lowest.expires_never();
     if (write_error) co_return false;
@@ -490,7 +516,8 @@ private:
       for (std::size_t index = 0; index < plan.drip_bytes; ++index) {
         if (!co_await pause(current, plan.drip_interval)) co_return false;
         const char byte = drip_byte(index);
-        lowest.expires_after(limits_.header_timeout);
+        sent_by = std::chrono::steady_clock::now() + limits_.send_timeout;
+        lowest.expires_at(sent_by);
         auto [error, bytes] = co_await asio::async_write(stream, asio::buffer(&byte, 1), nothrow_awaitable);
         lowest.expires_never();
         if (error) co_return false;
@@ -505,6 +532,15 @@ private:
       }
       co_return false;
     }
+    // Taken only once the bytes have left the socket: until then no next
+    // request is read and the connection is not idle.
+    if (!co_await serving::wait_until_sent(socket, sent_by, [this] { return stopping_; })) {
+      if (!stopping_ && socket.is_open()) {
+        ++send_timeouts_;
+        serving::reset(socket);
+      }
+      co_return false;
+    }
     co_return keep_alive && !stopping_;
   }
 
@@ -514,6 +550,8 @@ private:
   const std::function<std::chrono::system_clock::time_point()> clock_;
   std::array<std::atomic<std::uint64_t>, 8> refused_{}; // by read_outcome
   std::atomic<std::uint64_t> accept_errors_{0};
+  std::atomic<std::uint64_t> send_timeouts_{0};
+  std::atomic<std::uint64_t> idle_closed_{0};
   std::optional<asio::ssl::context> tls_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 

@@ -32,10 +32,12 @@
 //
 // Against hostile clients every read is bounded (fault_server_options::limits:
 // header and body sizes, the read buffer that bounds chunk-size lines and
-// trailers, a header timeout and an idle keep-alive timeout), open
-// connections are capped (max_clients: beyond it new connections wait in the
-// listen backlog), an accept error pauses the accept loop, and the sequences
-// kept are bounded like the log.
+// trailers, a header timeout and an idle keep-alive timeout), every response
+// must leave the socket within a send timeout, open connections are capped
+// (max_clients: at the cap the longest idle kept-alive connection is closed
+// for a new one, else new connections wait in the listen backlog), an accept
+// error pauses the accept loop, and the sequences kept are bounded like the
+// log.
 //
 // Anything else, and any script it cannot follow, gets a 400 whose plain-text
 // body names the problem.
@@ -56,9 +58,13 @@ struct fault_server_options {
   /// used name is forgotten (and starts again from its first step).
   std::size_t sequence_limit = 10000;
   /// Bounds on each request; a violation is answered 431, 413 or 400, a
-  /// timeout closes the connection. Counted in counters() and /_log.
+  /// timeout closes the connection; a response not taken (its bytes not out
+  /// of the socket) within send_timeout resets it. Counted in counters() and
+  /// /_log.
   coretry::serving::request_limits limits{};
-  /// Client connections open at once; at the cap new ones wait in the
+  /// Client connections open at once. At the cap the connection idle the
+  /// longest (kept alive, its response taken, no byte of a next request yet)
+  /// is closed to admit a new one; with none idle, new ones wait in the
   /// listen backlog until one closes.
   std::size_t max_clients = 512;
   /// The wall clock for Date and Retry-After dates, read once per response;
@@ -74,6 +80,8 @@ struct fault_server_counters {
   std::uint64_t body_too_large = 0;   ///< answered 413 (body, chunk-size line or trailer)
   std::uint64_t malformed = 0;        ///< answered 400
   std::uint64_t accept_errors = 0;    ///< accept failures (EMFILE...), each followed by a pause
+  std::uint64_t send_timeouts = 0;    ///< a response not taken within the send timeout: reset
+  std::uint64_t idle_closed = 0;      ///< idle kept-alive connections closed to admit a client at the cap
   std::uint64_t sequences_evicted = 0; ///< /seq names forgotten beyond sequence_limit
 };
 

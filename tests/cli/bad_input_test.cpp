@@ -120,6 +120,7 @@ TEST_CASE("cli: bad input: the other subcommands") {
   for (const auto& [option, value] : std::initializer_list<std::pair<const char*, const char*>>{
            {"--header-timeout", "0"}, {"--header-timeout", "-1"}, {"--header-timeout", "soon"},
            {"--keep-alive-timeout", "0"}, {"--keep-alive-timeout", "1e3"}, {"--keep-alive-timeout", "90000"},
+           {"--send-timeout", "0"}, {"--send-timeout", "soon"}, {"--send-timeout", "90000"},
            {"--max-clients", "0"}, {"--max-clients", "100001"}, {"--max-clients", "many"}}) {
     CAPTURE(option);
     CAPTURE(value);

@@ -72,6 +72,12 @@ public:
 
   void connect() { REQUIRE_MESSAGE(try_connect(), "connect: ", std::strerror(errno)); }
 
+  /// Sets SO_RCVBUF; before connect() it also bounds the window announced
+  /// to the server (the kernel's minimum is about 2 KiB).
+  void receive_buffer(int bytes) {
+    REQUIRE(::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) == 0);
+  }
+
   /// connect() without assertions, for use while no descriptor is free.
   bool try_connect() {
     sockaddr_in address{};
@@ -157,6 +163,11 @@ private:
   unsigned short port_;
   int fd_ = -1;
 };
+
+/// A GET of `target` on a kept-alive connection.
+inline std::string get_request(std::string_view target) {
+  return "GET " + std::string{target} + " HTTP/1.1\r\nHost: x\r\n\r\n";
+}
 
 /// The process's resident memory, in KiB (VmRSS in /proc/self/status).
 inline long resident_kib() {

@@ -127,6 +127,59 @@ TEST_CASE("at the connection cap new clients wait in the backlog, without spinni
   CHECK(waiting.read_response(3s).starts_with("HTTP/1.1 200 "));
 }
 
+TEST_CASE("at the cap, idle kept-alive connections are closed oldest first to admit new clients") {
+  coretry::faults::fault_server_options options;
+  options.max_clients = 8;
+  running_server server{options};
+  // Cap + 4 connections that each take one answer and stay idle: the last
+  // four wait in the backlog until idle ones are closed for them.
+  const std::string request = hostile::get_request("/status/200");
+  std::vector<std::unique_ptr<raw_connection>> flood;
+  for (int i = 0; i < 12; ++i) {
+    flood.push_back(std::make_unique<raw_connection>(server->port()));
+    REQUIRE(flood.back()->send(request));
+    if (i < 8) REQUIRE(flood.back()->read_response(3s).starts_with("HTTP/1.1 200 "));
+    // The second oldest is in the middle of its next request: never closed for room.
+    if (i == 1) REQUIRE(flood.back()->send("GET /status/200 HTTP/1.1\r\n"));
+  }
+
+  raw_connection client{server->port()};
+  const auto start = hostile::clock::now();
+  REQUIRE(client.send(request));
+  CHECK(client.read_response(2s).starts_with("HTTP/1.1 200 "));
+  CHECK(hostile::clock::now() - start < 2s);
+  for (int i = 8; i < 12; ++i) CHECK(flood[i]->read_response(1s).starts_with("HTTP/1.1 200 "));
+  // Five closed (four flood connections and the client admitted), the oldest
+  // idle ones, sparing the one in the middle of a request.
+  CHECK(eventually([&] { return server->counters().idle_closed == 5; }));
+  for (const int i : {0, 2, 3, 4, 5}) CHECK(flood[i]->wait_for_end(1s).closed);
+  REQUIRE(flood[1]->send("Host: x\r\n\r\n"));
+  CHECK(flood[1]->read_response(2s).starts_with("HTTP/1.1 200 "));
+  CHECK(server->open_connections() <= 8);
+  // The request for the log may itself close one more.
+  CHECK(log_of(server->port()).at("refused").at("idle_closed_at_cap").to_number<std::uint64_t>() >= 5);
+}
+
+TEST_CASE("a client that never reads its responses is reset within the send timeout and its connection freed") {
+  coretry::faults::fault_server_options options;
+  options.limits.send_timeout = 500ms;
+  running_server server{options};
+  raw_connection reader{server->port(), false};
+  reader.receive_buffer(1024);
+  reader.connect();
+  // Pipelined requests for answers of 4 KB each, more than the window.
+  const std::string request = hostile::get_request("/status/200?body=" + std::string(4000, 'x'));
+  const auto start = hostile::clock::now();
+  REQUIRE(reader.send(request + request + request + request));
+  REQUIRE(eventually([&] { return server->open_connections() == 1; }));
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
+  const auto elapsed = hostile::clock::now() - start;
+  CHECK(elapsed >= 400ms);
+  CHECK(elapsed < 2s);
+  CHECK(server->counters().send_timeouts == 1);
+  CHECK(log_of(server->port()).at("refused").at("send_timeout").to_number<std::uint64_t>() == 1);
+}
+
 TEST_CASE("out of descriptors, the accept loop pauses instead of spinning and serves again afterwards") {
   if (hostile::sanitized) {
     // The sanitizers' runtime opens a pipe to check a polymorphic call it has

@@ -73,6 +73,7 @@ struct connection {
   std::uint64_t id;
   // Touched only on `strand`.
   bool busy = false;         ///< between reading a request and writing its response
+  bool idle = false;         ///< waiting for a next request, no byte of it received
   bool call_pending = false; ///< a pricing call is outstanding
   bool in_backoff = false;   ///< that call is asleep between attempts
   asio::cancellation_signal cancel;
@@ -226,6 +227,12 @@ public:
     for (const read_outcome reason : refusal_reasons)
       text.sample("bookstore_refused_requests_total", {{"cause", serving::to_string(reason)}},
                   refused_[static_cast<std::size_t>(reason)].load(relaxed));
+    scalar("bookstore_send_timeouts_total", "counter",
+           "Connections reset because a response had not left the socket within the send timeout.",
+           send_timeouts_.load(relaxed));
+    scalar("bookstore_idle_closed_total", "counter",
+           "Idle kept-alive connections closed to admit a new client at the connection cap.",
+           idle_closed_.load(relaxed));
     scalar("bookstore_accept_errors_total", "counter",
            "Failures to accept a connection (out of descriptors...), each followed by a pause.",
            accept_errors_.load(relaxed));
@@ -341,14 +348,50 @@ private:
     std::shared_ptr<connection> conn;
   };
 
+  // On the connection's strand: tells the gate (on strand_) when `c` waits
+  // for a next request, so that at the cap it may be closed for a new client.
+  void set_idle(const std::shared_ptr<connection>& c, bool idle) {
+    c->idle = idle;
+    asio::dispatch(strand_, [self = shared_from_this(), c, idle] {
+      if (!idle) return self->gate_.not_idle(c->id);
+      // The closer runs on strand_ and closes on the connection's strand,
+      // where `idle` says whether a request began meanwhile.
+      self->gate_.idle(c->id, [weak = self->weak_from_this(), c] {
+        asio::post(c->strand, [weak, c] {
+          const auto self = weak.lock();
+          if (!self) return;
+          if (!c->idle) return asio::dispatch(self->strand_, [self] { self->gate_.not_closed(); });
+          c->idle = false;
+          self->idle_closed_.fetch_add(1, relaxed);
+          error_code ignored;
+          c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+          c->stream.socket().close(ignored);
+        });
+      });
+    });
+  }
+
+  // After a response's last write: true once its bytes have left the socket;
+  // else the connection is reset (a reader that does not read).
+  asio::awaitable<bool> taken(const std::shared_ptr<connection>& c, steady_clock::time_point deadline) {
+    tcp::socket& socket = c->stream.socket();
+    if (co_await serving::wait_until_sent(socket, deadline, [this] { return grace_over_.load(); })) co_return true;
+    if (socket.is_open()) {
+      send_timeouts_.fetch_add(1, relaxed);
+      serving::reset(socket);
+    }
+    co_return false;
+  }
+
   asio::awaitable<void> session(std::shared_ptr<state> self, std::shared_ptr<connection> c) {
     const serving::request_limits& limits = opts_.limits;
     beast::flat_buffer buffer = serving::make_buffer(limits);
+    const serving::idle_observer on_idle = [this, c](bool idle) { set_idle(c, idle); };
     for (bool first = true; !stopping_; first = false) {
       c->busy = false;
       bhttp::request_parser<bhttp::string_body> parser;
       serving::apply_limits(parser, limits);
-      read_outcome outcome = co_await serving::read_request_header(c->stream, buffer, parser, limits, first);
+      read_outcome outcome = co_await serving::read_request_header(c->stream, buffer, parser, limits, first, on_idle);
       if (outcome == read_outcome::complete)
         outcome = co_await serving::read_request_body(c->stream, buffer, parser, limits);
       if (outcome != read_outcome::complete) {
@@ -359,8 +402,11 @@ private:
             res.keep_alive(false);
             res.set(bhttp::field::server, "coretry-bookstore");
             res.prepare_payload();
-            c->stream.expires_after(limits.header_timeout);
-            co_await bhttp::async_write(c->stream, res, nothrow_awaitable);
+            const auto deadline = steady_clock::now() + limits.send_timeout;
+            c->stream.expires_at(deadline);
+            auto [write_error, written] = co_await bhttp::async_write(c->stream, res, nothrow_awaitable);
+            c->stream.expires_never();
+            if (!write_error) co_await taken(c, deadline);
           }
         }
         break;
@@ -373,17 +419,21 @@ private:
       res.keep_alive(keep);
       res.set(bhttp::field::server, "coretry-bookstore");
       res.prepare_payload();
-      // A client that does not read its response does not hold the connection.
-      c->stream.expires_after(limits.header_timeout);
+      // A client that does not read its response does not hold the
+      // connection: the response must have left the socket within the send
+      // timeout, and until then no next request is read.
+      const auto deadline = steady_clock::now() + limits.send_timeout;
+      c->stream.expires_at(deadline);
       auto [write_error, written] = co_await bhttp::async_write(c->stream, res, nothrow_awaitable);
       c->stream.expires_never();
-      if (write_error || !keep) break;
+      if (write_error || !co_await taken(c, deadline) || !keep) break;
     }
     c->busy = false;
     error_code ignored;
     c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
     c->stream.close();
     asio::dispatch(strand_, [self, id = c->id] {
+      self->gate_.not_idle(id);
       self->connections_.erase(id);
       --self->open_connections_;
       self->gate_.closed();
@@ -520,6 +570,8 @@ private:
   std::atomic<std::uint64_t> deadline_rejections_{0}, single_attempt_{0};
   std::array<std::atomic<std::uint64_t>, 8> refused_{}; // by read_outcome
   std::atomic<std::uint64_t> accept_errors_{0};
+  std::atomic<std::uint64_t> send_timeouts_{0};
+  std::atomic<std::uint64_t> idle_closed_{0};
   std::atomic<std::int64_t> in_flight_{0};
 };
 

@@ -99,11 +99,14 @@ struct options {
   std::size_t max_connections = 64;
   /// Bounds on each incoming request: header 8 KiB, body 64 KiB, read buffer
   /// 16 KiB (chunk-size lines and trailers), the header within 10 s, 30 s of
-  /// keep-alive silence. Too large: 431 or 413; malformed: 400; a timeout
-  /// closes the connection. Each counted in /metrics.
+  /// keep-alive silence, each response out of the socket within 10 s. Too
+  /// large: 431 or 413; malformed: 400; a read timeout closes the
+  /// connection, a send timeout resets it. Each counted in /metrics.
   coretry::serving::request_limits limits = default_limits();
-  /// Client connections open at once; at the cap new ones wait in the listen
-  /// backlog until one closes.
+  /// Client connections open at once. At the cap the connection idle the
+  /// longest (kept alive, its response taken, no byte of a next request yet)
+  /// is closed to admit a new one; with none idle, new ones wait in the
+  /// listen backlog until one closes.
   std::size_t max_clients = 512;
 
   static coretry::serving::request_limits default_limits() {

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
             backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000, gate_max_hold = 100,
             gate_probe_interval = 100;
   std::size_t max_connections = 64;
-  long long header_timeout = opts.limits.header_timeout.count(), keep_alive_timeout = opts.limits.keep_alive_timeout.count();
+  long long header_timeout = opts.limits.header_timeout.count(), keep_alive_timeout = opts.limits.keep_alive_timeout.count(),
+            send_timeout = opts.limits.send_timeout.count();
   std::size_t max_clients = opts.max_clients;
   std::string shared_state, shared_state_prefix = opts.shared_state_prefix;
   long long reconcile_period = opts.reconcile_period.count();
@@ -42,8 +43,9 @@ int main(int argc, char** argv) {
                "outgoing requests carry both headers.\n\n"
                "Limits on each request: header 8 KiB (else 431), body 64 KiB (else 413), a chunk-size line or\n"
                "trailer 16 KiB (else 413), malformed 400; the header within --header-timeout, silence between\n"
-               "requests up to --keep-alive-timeout, at most --max-clients connections (more wait in the\n"
-               "backlog).\n\n"
+               "requests up to --keep-alive-timeout, each response out of the socket within --send-timeout\n"
+               "(and no next request read before), at most --max-clients connections (at the cap the longest\n"
+               "idle kept-alive connection is closed for a new one; with none idle, more wait in the backlog).\n\n"
                "With --gate on, one retry gate for pricing closes when more than about 60% of at least 100\n"
                "results in 10 s fail; it then lets one retry through per 100 ms, faster as they succeed, until\n"
                "it opens again. A retry waits for its slot at most --gate-max-hold; a call the gate stops is\n"
@@ -101,8 +103,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1LL, longest_timeout));
   app.add_option("--keep-alive-timeout", keep_alive_timeout, "ms a kept-alive client connection may stay silent between requests")
       ->capture_default_str()->check(CLI::Range(1LL, longest_timeout));
+  app.add_option("--send-timeout", send_timeout,
+                 "ms a response has to leave the socket (the client taking it) from its first write; then the "
+                 "connection is reset. No next request is read before")
+      ->capture_default_str()->check(CLI::Range(1LL, longest_timeout));
   app.add_option("--max-clients", max_clients,
-                 "client connections open at once; more wait in the listen backlog")
+                 "client connections open at once; at the cap the longest idle kept-alive one is closed for a new "
+                 "one, else more wait in the listen backlog")
       ->capture_default_str()->check(CLI::Range(std::size_t{1}, coretry::bookstore::most_clients));
 
   try {
@@ -134,6 +141,7 @@ int main(int argc, char** argv) {
   opts.max_connections = max_connections;
   opts.limits.header_timeout = milliseconds{header_timeout};
   opts.limits.keep_alive_timeout = milliseconds{keep_alive_timeout};
+  opts.limits.send_timeout = milliseconds{send_timeout};
   opts.max_clients = max_clients;
   opts.shared_state = shared_state;
   opts.shared_state_prefix = shared_state_prefix;

@@ -511,6 +511,9 @@ TEST_CASE("bad options are refused with a reason") {
     bad = o;
     bad.limits.keep_alive_timeout = timeout;
     CHECK_THROWS_AS(bookstore::validate(bad), std::invalid_argument);
+    bad = o;
+    bad.limits.send_timeout = timeout;
+    CHECK_THROWS_AS(bookstore::validate(bad), std::invalid_argument);
   }
 }
 
@@ -525,6 +528,7 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--max-attempts", "x"},
         {"--pricing", "http://127.0.0.1:1/", "--header-timeout", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--keep-alive-timeout", "-5"},
+        {"--pricing", "http://127.0.0.1:1/", "--send-timeout", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "many"}}) {
     const auto result = cli_tests::run(args, 10s);
@@ -875,6 +879,58 @@ TEST_CASE("hostile clients: at the connection cap new clients wait without spinn
 
   hogs.pop_back();
   CHECK(waiting.read_response(3s).starts_with("HTTP/1.1 200 "));
+}
+
+TEST_CASE("hostile clients: at the cap, idle kept-alive connections are closed oldest first to admit new clients") {
+  bookstore::options o = options_for("http://127.0.0.1:9/{id}");
+  o.max_clients = 8;
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  // Cap + 4 connections that each take one answer and stay idle: the last
+  // four wait in the backlog until idle ones are closed for them.
+  const std::string request = hostile::get_request("/metrics");
+  std::vector<std::unique_ptr<hostile::raw_connection>> flood;
+  for (int i = 0; i < 12; ++i) {
+    flood.push_back(std::make_unique<hostile::raw_connection>(port));
+    REQUIRE(flood.back()->send(request));
+    if (i < 8) REQUIRE(flood.back()->read_response(3s).starts_with("HTTP/1.1 200 "));
+    // The second oldest is in the middle of its next request: never closed for room.
+    if (i == 1) REQUIRE(flood.back()->send("GET /metrics HTTP/1.1\r\n"));
+  }
+
+  hostile::raw_connection client{port};
+  const auto start = hostile::clock::now();
+  REQUIRE(client.send(request));
+  CHECK(client.read_response(2s).starts_with("HTTP/1.1 200 "));
+  CHECK(hostile::clock::now() - start < 2s);
+  for (int i = 8; i < 12; ++i) CHECK(flood[i]->read_response(1s).starts_with("HTTP/1.1 200 "));
+  // Five closed (four flood connections and the client admitted), the oldest
+  // idle ones, sparing the one in the middle of a request.
+  CHECK(metric_reaches(store, "bookstore_idle_closed_total", 5));
+  for (const int i : {0, 2, 3, 4, 5}) CHECK(flood[i]->wait_for_end(1s).closed);
+  REQUIRE(flood[1]->send("Host: x\r\n\r\n"));
+  CHECK(flood[1]->read_response(2s).starts_with("HTTP/1.1 200 "));
+  CHECK(store->open_connections() <= 8);
+}
+
+TEST_CASE("hostile clients: a client that never reads its responses is reset within the send timeout") {
+  bookstore::options o = options_for("http://127.0.0.1:9/{id}");
+  o.limits.send_timeout = 500ms;
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  hostile::raw_connection reader{port, false};
+  reader.receive_buffer(1024);
+  reader.connect();
+  // Pipelined requests for /metrics (several KB each), more than the window.
+  const std::string request = hostile::get_request("/metrics");
+  const auto start = hostile::clock::now();
+  REQUIRE(reader.send(request + request + request + request));
+  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 1; }, 3s));
+  CHECK(cli_tests::eventually([&] { return store->open_connections() == 0; }, 3s));
+  const auto elapsed = hostile::clock::now() - start;
+  CHECK(elapsed >= 400ms);
+  CHECK(elapsed < 2s);
+  CHECK(metric(store->metrics(), "bookstore_send_timeouts_total") == 1);
 }
 
 TEST_CASE("hostile clients: out of descriptors, the accept loop pauses instead of spinning and serves again") {

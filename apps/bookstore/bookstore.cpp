@@ -169,6 +169,7 @@ public:
     if (retry_gate_) observer_.watch_gate("pricing", *retry_gate_);
     base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
+    listener_ = acceptor_.native_handle();
   }
 
   void start() {
@@ -375,8 +376,12 @@ private:
   // else the connection is reset (a reader that does not read).
   asio::awaitable<bool> taken(const std::shared_ptr<connection>& c, steady_clock::time_point deadline) {
     tcp::socket& socket = c->stream.socket();
-    if (co_await serving::wait_until_sent(socket, deadline, [this] { return grace_over_.load(); })) co_return true;
-    if (socket.is_open()) {
+    const auto give_up = [this](steady_clock::duration stalled) {
+      return grace_over_ || (stalled >= serving::longest_stall_when_full &&
+                             open_connections_.load() >= opts_.max_clients && serving::clients_waiting(listener_));
+    };
+    if (co_await serving::wait_until_sent(socket, deadline, give_up)) co_return true;
+    if (socket.is_open() && !grace_over_) {
       send_timeouts_.fetch_add(1, relaxed);
       serving::reset(socket);
     }
@@ -549,6 +554,7 @@ private:
   const options opts_;
   strand_type strand_;
   tcp::acceptor acceptor_;
+  int listener_ = -1; // acceptor_'s descriptor, for connections to look at its backlog from their strands
   serving::connection_gate gate_; // on strand_
   asio::steady_timer grace_timer_;
   coretry::http::client client_;

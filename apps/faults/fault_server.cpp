@@ -534,7 +534,11 @@ private:
     }
     // Taken only once the bytes have left the socket: until then no next
     // request is read and the connection is not idle.
-    if (!co_await serving::wait_until_sent(socket, sent_by, [this] { return stopping_; })) {
+    const auto give_up = [this](std::chrono::steady_clock::duration stalled) {
+      return stopping_ || (stalled >= serving::longest_stall_when_full && gate_.open() >= gate_.max_open() &&
+                           serving::clients_waiting(acceptor_.native_handle()));
+    };
+    if (!co_await serving::wait_until_sent(socket, sent_by, give_up)) {
       if (!stopping_ && socket.is_open()) {
         ++send_timeouts_;
         serving::reset(socket);

@@ -4,6 +4,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 
+#include <poll.h>
 #include <sys/ioctl.h>
 #if defined(__linux__)
 #include <linux/sockios.h>
@@ -80,6 +81,11 @@ std::size_t unsent_bytes(boost::asio::ip::tcp::socket& socket) {
   if (::ioctl(socket.native_handle(), SIOCOUTQNSD, &unsent) == 0 && unsent > 0) return static_cast<std::size_t>(unsent);
 #endif
   return 0;
+}
+
+bool clients_waiting(int listener) {
+  pollfd ready{listener, POLLIN, 0};
+  return listener >= 0 && ::poll(&ready, 1, 0) == 1 && (ready.revents & POLLIN) != 0;
 }
 
 void reset(boost::asio::ip::tcp::socket& socket) {

@@ -183,22 +183,41 @@ std::size_t unsent_bytes(boost::asio::ip::tcp::socket& socket);
 /// after 1 ms, doubling up to this.
 inline constexpr std::chrono::milliseconds longest_send_poll{50};
 
+/// How long a response may stay stalled (none of its bytes leaving the
+/// socket) while the server is at its cap and new clients wait in the
+/// backlog: then it is given up before its send timeout, since it holds a
+/// place others need. A reader that takes its bytes, however slowly, is not
+/// stalled for long.
+inline constexpr std::chrono::milliseconds longest_stall_when_full{1000};
+
+/// Whether a connection waits in the backlog of the listening socket
+/// `listener` (it is readable), without accepting it.
+bool clients_waiting(int listener);
+
 /// After a response's last write: waits until every byte written to
 /// `socket` has left it, looking at the send queue at once and then at
 /// growing intervals (up to longest_send_poll), until `deadline`. True once
 /// the queue is empty; false at the deadline, if the socket closes, or once
-/// `stop()` is true (checked at each look).
-template <class Stop>
+/// `give_up(stalled)` is true (asked at each look, `stalled` the time since
+/// the unsent bytes last decreased).
+template <class GiveUp>
 boost::asio::awaitable<bool> wait_until_sent(boost::asio::ip::tcp::socket& socket,
-                                             std::chrono::steady_clock::time_point deadline, Stop stop) {
+                                             std::chrono::steady_clock::time_point deadline, GiveUp give_up) {
   namespace asio = boost::asio;
   std::chrono::milliseconds interval{1};
   std::optional<asio::steady_timer> timer;
+  std::size_t least_unsent = SIZE_MAX;
+  auto progressed = std::chrono::steady_clock::now();
   for (;;) {
-    if (!socket.is_open() || stop()) co_return false;
-    if (unsent_bytes(socket) == 0) co_return true;
+    if (!socket.is_open()) co_return false;
+    const std::size_t unsent = unsent_bytes(socket);
+    if (unsent == 0) co_return true;
     const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) co_return false;
+    if (unsent < least_unsent) {
+      least_unsent = unsent;
+      progressed = now;
+    }
+    if (now >= deadline || give_up(now - progressed)) co_return false;
     if (!timer) timer.emplace(co_await asio::this_coro::executor);
     timer->expires_at(std::min(deadline, now + interval));
     co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));

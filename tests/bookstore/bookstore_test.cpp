@@ -933,6 +933,27 @@ TEST_CASE("hostile clients: a client that never reads its responses is reset wit
   CHECK(metric(store->metrics(), "bookstore_send_timeouts_total") == 1);
 }
 
+TEST_CASE("hostile clients: at the cap, with a client waiting, a stalled response is given up before its send timeout") {
+  bookstore::options o = options_for("http://127.0.0.1:9/{id}");
+  o.max_clients = 1; // a 10 s send timeout
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  hostile::raw_connection reader{port, false};
+  reader.receive_buffer(1024);
+  reader.connect();
+  const std::string request = hostile::get_request("/metrics");
+  REQUIRE(reader.send(request + request + request + request));
+  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 1; }, 3s));
+  hostile::raw_connection client{port}; // waits in the backlog
+  const auto start = hostile::clock::now();
+  REQUIRE(client.send(request));
+  CHECK(client.read_response(3s).starts_with("HTTP/1.1 200 "));
+  const auto elapsed = hostile::clock::now() - start;
+  CHECK(elapsed >= 900ms);
+  CHECK(elapsed < 3s);
+  CHECK(metric(store->metrics(), "bookstore_send_timeouts_total") == 1);
+}
+
 TEST_CASE("hostile clients: out of descriptors, the accept loop pauses instead of spinning and serves again") {
   if (hostile::sanitized) {
     // The sanitizers' runtime opens a pipe to check a polymorphic call it has

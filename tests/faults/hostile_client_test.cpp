@@ -180,6 +180,26 @@ TEST_CASE("a client that never reads its responses is reset within the send time
   CHECK(log_of(server->port()).at("refused").at("send_timeout").to_number<std::uint64_t>() == 1);
 }
 
+TEST_CASE("at the cap, with a client waiting, a response stalled for a second is given up before its send timeout") {
+  coretry::faults::fault_server_options options;
+  options.max_clients = 1;
+  running_server server{options}; // a 10 s send timeout
+  raw_connection reader{server->port(), false};
+  reader.receive_buffer(1024);
+  reader.connect();
+  const std::string large = hostile::get_request("/status/200?body=" + std::string(4000, 'x'));
+  REQUIRE(reader.send(large + large + large + large));
+  REQUIRE(eventually([&] { return server->open_connections() == 1; }));
+  raw_connection client{server->port()}; // waits in the backlog
+  const auto start = hostile::clock::now();
+  REQUIRE(client.send(hostile::get_request("/status/200")));
+  CHECK(client.read_response(3s).starts_with("HTTP/1.1 200 "));
+  const auto elapsed = hostile::clock::now() - start;
+  CHECK(elapsed >= 900ms);
+  CHECK(elapsed < 3s);
+  CHECK(server->counters().send_timeouts == 1);
+}
+
 TEST_CASE("out of descriptors, the accept loop pauses instead of spinning and serves again afterwards") {
   if (hostile::sanitized) {
     // The sanitizers' runtime opens a pipe to check a polymorphic call it has

@@ -907,7 +907,20 @@ TEST_CASE("hostile clients: at the cap, idle kept-alive connections are closed o
   // Five closed (four flood connections and the client admitted), the oldest
   // idle ones, sparing the one in the middle of a request.
   CHECK(metric_reaches(store, "bookstore_idle_closed_total", 5));
-  for (const int i : {0, 2, 3, 4, 5}) CHECK(flood[i]->wait_for_end(1s).closed);
+  // Closed by now: one that is shows at once. Under load two connections
+  // answered in turn may become idle in the other order, so only the count,
+  // the oldest and the newest are fixed.
+  std::vector<int> closed;
+  std::string closed_list;
+  for (int i = 0; i < 8; ++i)
+    if (i != 1 && flood[i]->wait_for_end(300ms).closed) {
+      closed.push_back(i);
+      closed_list += std::to_string(i) + " ";
+    }
+  CAPTURE(closed_list);
+  CHECK(closed.size() == 5);
+  CHECK((!closed.empty() && closed.front() == 0));
+  CHECK((!closed.empty() && closed.back() < 7));
   REQUIRE(flood[1]->send("Host: x\r\n\r\n"));
   CHECK(flood[1]->read_response(2s).starts_with("HTTP/1.1 200 "));
   CHECK(store->open_connections() <= 8);
@@ -942,15 +955,16 @@ TEST_CASE("hostile clients: at the cap, with a client waiting, a stalled respons
   reader.receive_buffer(1024);
   reader.connect();
   const std::string request = hostile::get_request("/metrics");
+  const auto asked = hostile::clock::now();
   REQUIRE(reader.send(request + request + request + request));
   REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 1; }, 3s));
   hostile::raw_connection client{port}; // waits in the backlog
   const auto start = hostile::clock::now();
   REQUIRE(client.send(request));
   CHECK(client.read_response(3s).starts_with("HTTP/1.1 200 "));
-  const auto elapsed = hostile::clock::now() - start;
-  CHECK(elapsed >= 900ms);
-  CHECK(elapsed < 3s);
+  // Given up after a second of stall (the reader's), long before 10 s.
+  CHECK(hostile::clock::now() - asked >= 900ms);
+  CHECK(hostile::clock::now() - start < 3s);
   CHECK(metric(store->metrics(), "bookstore_send_timeouts_total") == 1);
 }
 

@@ -152,7 +152,20 @@ TEST_CASE("at the cap, idle kept-alive connections are closed oldest first to ad
   // Five closed (four flood connections and the client admitted), the oldest
   // idle ones, sparing the one in the middle of a request.
   CHECK(eventually([&] { return server->counters().idle_closed == 5; }));
-  for (const int i : {0, 2, 3, 4, 5}) CHECK(flood[i]->wait_for_end(1s).closed);
+  // Closed by now: one that is shows at once. Under load two connections
+  // answered in turn may become idle in the other order, so only the count,
+  // the oldest and the newest are fixed.
+  std::vector<int> closed;
+  std::string closed_list;
+  for (int i = 0; i < 8; ++i)
+    if (i != 1 && flood[i]->wait_for_end(300ms).closed) {
+      closed.push_back(i);
+      closed_list += std::to_string(i) + " ";
+    }
+  CAPTURE(closed_list);
+  CHECK(closed.size() == 5);
+  CHECK((!closed.empty() && closed.front() == 0));
+  CHECK((!closed.empty() && closed.back() < 7));
   REQUIRE(flood[1]->send("Host: x\r\n\r\n"));
   CHECK(flood[1]->read_response(2s).starts_with("HTTP/1.1 200 "));
   CHECK(server->open_connections() <= 8);
@@ -188,15 +201,16 @@ TEST_CASE("at the cap, with a client waiting, a response stalled for a second is
   reader.receive_buffer(1024);
   reader.connect();
   const std::string large = hostile::get_request("/status/200?body=" + std::string(4000, 'x'));
+  const auto asked = hostile::clock::now();
   REQUIRE(reader.send(large + large + large + large));
   REQUIRE(eventually([&] { return server->open_connections() == 1; }));
   raw_connection client{server->port()}; // waits in the backlog
   const auto start = hostile::clock::now();
   REQUIRE(client.send(hostile::get_request("/status/200")));
   CHECK(client.read_response(3s).starts_with("HTTP/1.1 200 "));
-  const auto elapsed = hostile::clock::now() - start;
-  CHECK(elapsed >= 900ms);
-  CHECK(elapsed < 3s);
+  // Given up after a second of stall (the reader's), long before 10 s.
+  CHECK(hostile::clock::now() - asked >= 900ms);
+  CHECK(hostile::clock::now() - start < 3s);
   CHECK(server->counters().send_timeouts == 1);
 }
 

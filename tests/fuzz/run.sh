@@ -20,4 +20,4 @@ CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORETRY_BUILD_FUZZERS=ON -DCORETRY_BUILD_BENCH=OFF \
   -DCORETRY_FUZZ_SECONDS="$seconds"
 cmake --build "$build_dir" -j 2 --target "${targets[@]}"
-ctest --test-dir "$build_dir" -L '^fuzz$' --output-on-failure --no-tests=error
+ctest --test-dir "$build_dir" -L '^fuzz$' --output-on-failure --no-tests=error -j 2

@@ -3,6 +3,8 @@
 
 #include <faults/fault_server.hpp>
 
+#include <eventually.hpp>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json/value.hpp>
@@ -109,16 +111,7 @@ private:
   std::string path_;
 };
 
-/// Polls `condition` every 10 ms until it holds or `timeout` passes.
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds timeout = 5s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
+using coretry::test::eventually;
 
 } // namespace cli_tests
 

@@ -232,7 +232,7 @@ TEST_CASE("hang-after-headers sends headers, then nothing until the client leave
   CHECK(client.read_rest(parser) == beast::error::timeout);
   CHECK(server->open_connections() <= 1);
   client.close();
-  CHECK(eventually([&] { return server->open_connections() == 0; }));
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
 }
 
 TEST_CASE("HEAD gets the headers of the scripted response and no body") {
@@ -415,7 +415,7 @@ TEST_CASE("malformed or oversized requests are refused and the server goes on") 
   }
   test_client client{server->port()};
   CHECK(client.get("/status/200").response.result_int() == 200);
-  CHECK(eventually([&] { return server->open_connections() == 1; }));
+  CHECK(eventually([&] { return server->open_connections() == 1; }, 3s));
 }
 
 TEST_CASE("Expect: 100-continue is answered before the body is read") {
@@ -453,7 +453,7 @@ TEST_CASE("an io_context run by several threads serves concurrent clients") {
   for (const auto& seen : statuses)
     for (const unsigned status : seen) first_steps += status != 500;
   CHECK(first_steps == 1);
-  CHECK(eventually([&] { return server->open_connections() == 0; })); // the clients have left
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s)); // the clients have left
 }
 
 TEST_CASE("stop() closes the acceptor and every connection, cancelling delays") {
@@ -473,7 +473,7 @@ TEST_CASE("stop() closes the acceptor and every connection, cancelling delays") 
   REQUIRE_FALSE(dripping.connect());
   REQUIRE_FALSE(dripping.write(make_request(http::verb::get, "/status/200?drip=1000:1000")));
 
-  REQUIRE(eventually([&] { return server->log().size() == 4; }));
+  REQUIRE(eventually([&] { return server->log().size() == 4; }, 3s));
   CHECK(server->open_connections() == 4);
 
   // The io_context runs dry only if no socket or timer of the server is left.

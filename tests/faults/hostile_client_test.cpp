@@ -46,7 +46,7 @@ TEST_CASE("an endless chunk extension is refused with a bounded buffer and count
   CHECK(end.refused_cleanly());
   CHECK(end.elapsed < 5s);
   if (end.status() != 0) CHECK(end.status() == 413);
-  CHECK(eventually([&] { return server->counters().body_too_large == 1; }));
+  CHECK(eventually([&] { return server->counters().body_too_large == 1; }, 3s));
   CHECK(log_of(server->port()).at("refused").at("body_too_large").to_number<std::uint64_t>() == 1);
 }
 
@@ -79,8 +79,8 @@ TEST_CASE("a header that never ends is closed after the header timeout, however 
   CHECK(end.closed);
   CHECK(elapsed >= 350ms);
   CHECK(elapsed < 2s);
-  CHECK(eventually([&] { return server->counters().header_timeouts == 1; }));
-  CHECK(eventually([&] { return server->open_connections() == 0; }));
+  CHECK(eventually([&] { return server->counters().header_timeouts == 1; }, 3s));
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
 }
 
 TEST_CASE("a connection that never sends a byte is closed after the header timeout") {
@@ -104,7 +104,7 @@ TEST_CASE("an idle keep-alive connection is closed after its timeout") {
   CHECK(end.received.empty());
   CHECK(end.elapsed >= 250ms);
   CHECK(end.elapsed < 2s);
-  CHECK(eventually([&] { return server->counters().idle_timeouts == 1; }));
+  CHECK(eventually([&] { return server->counters().idle_timeouts == 1; }, 3s));
   CHECK(server->counters().header_timeouts == 0);
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("at the connection cap new clients wait in the backlog, without spinni
   running_server server{options};
   std::vector<std::unique_ptr<raw_connection>> hogs;
   for (int i = 0; i < 3; ++i) hogs.push_back(std::make_unique<raw_connection>(server->port()));
-  REQUIRE(eventually([&] { return server->open_connections() == 3; }));
+  REQUIRE(eventually([&] { return server->open_connections() == 3; }, 3s));
 
   raw_connection waiting{server->port()}; // completes in the kernel's backlog
   REQUIRE(waiting.send("GET /status/200 HTTP/1.1\r\nHost: x\r\n\r\n"));

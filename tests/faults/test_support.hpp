@@ -3,6 +3,8 @@
 
 #include "faults/fault_server.hpp"
 
+#include <eventually.hpp>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -109,8 +111,7 @@ private:
 
 http_request make_request(http::verb method, std::string_view target, std::string body = {});
 
-/// Polls `condition` until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 3s);
+using coretry::test::eventually;
 
 } // namespace fault_tests
 

@@ -114,7 +114,7 @@ TEST_CASE("a failed handshake leaves no connection behind") {
   self_signed.signed_by_ca = false;
   running_server server{tls_server(generate_test_pki(self_signed))};
   CHECK(handshake(server, server->ca_certificate_pem()).first);
-  CHECK(eventually([&] { return server->open_connections() == 0; }));
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
   REQUIRE(server.stop_and_wait());
   CHECK(server->open_connections() == 0);
 }

@@ -5,6 +5,8 @@
 // port, a blocking RESP client to look at it, an io_context on a thread, and
 // bounded polling.
 
+#include <eventually.hpp>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -100,16 +102,7 @@ private:
   std::thread thread_;
 };
 
-/// Polls `condition` every 2 ms until it holds or `timeout` passes.
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds timeout = 5s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
+using coretry::test::eventually;
 
 /// This process's peak resident set (VmHWM), in KiB.
 long peak_rss_kib();

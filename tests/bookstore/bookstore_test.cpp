@@ -6,6 +6,7 @@
 
 #include "cli/process.hpp"
 #include "faults/hostile.hpp"
+#include "program.hpp"
 #include "skip.hpp"
 #if CORETRY_BOOKSTORE_TESTS_REDIS
 #include "redis/redis_server.hpp"
@@ -44,8 +45,12 @@ namespace bhttp = beast::http;
 namespace bookstore = coretry::bookstore;
 using namespace std::chrono_literals;
 using cli_tests::server_thread;
+using coretry::test::listening_program;
 
 namespace {
+
+/// The bookstore program under test.
+const std::string bookstore_program = CORETRY_BOOKSTORE_PROGRAM;
 
 /// A bookstore on its own io_context, run by `threads` threads.
 class bookstore_runner {
@@ -527,7 +532,7 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--keep-alive-timeout", "-5"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "many"}}) {
-    const auto result = cli_tests::run(args, 10s);
+    const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);
     CHECK(result.err.find("coretry-bookstore") != std::string::npos);
@@ -551,7 +556,7 @@ TEST_CASE("a bad --shared-state URL, prefix or period exits 2 naming it, and nev
         bad{{"--shared-state", "redis://127.0.0.1:6379", "--reconcile-period", "0"}, "reconcile-period"}}) {
     std::vector<std::string> args{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:1/"};
     args.insert(args.end(), b.args.begin(), b.args.end());
-    const auto result = cli_tests::run(args, 10s);
+    const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(b.args.back());
     CAPTURE(result.err);
     CHECK(result.status == 2);
@@ -589,18 +594,14 @@ TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the pro
                                   "--threads", "2", "--max-deadline", "60000", "--attempt-timeout", "40000",
                                   "--shutdown-grace", "300"};
     args.insert(args.end(), s.extra.begin(), s.extra.end());
-    cli_tests::child_process child{args};
-    const auto line = child.read_line(10s);
-    REQUIRE(line);
-    REQUIRE(line->starts_with("listening on http://"));
-    const auto port = port_of(*line);
+    listening_program store{bookstore_program, args};
+    const auto port = store.port();
 
     std::optional<http_reply> reply;
     std::thread caller{[&] { reply = get(port, "/books/1"); }};
     REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
     const auto signalled = std::chrono::steady_clock::now();
-    child.send(SIGTERM);
-    const auto result = child.finish(20s);
+    const auto result = store.stop(SIGTERM, 20s);
     const auto took = std::chrono::steady_clock::now() - signalled;
     caller.join();
     CAPTURE(result.err);
@@ -616,12 +617,10 @@ TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the pro
 }
 
 TEST_CASE("the program's --header-timeout and --keep-alive-timeout reach its server") {
-  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:9/{id}",
-                                  "--header-timeout", "300", "--keep-alive-timeout", "400", "--max-clients", "8"}};
-  const auto line = child.read_line(10s);
-  REQUIRE(line);
-  REQUIRE(line->starts_with("listening on http://"));
-  const auto port = port_of(*line);
+  listening_program store{bookstore_program, {"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:9/{id}",
+                                              "--header-timeout", "300", "--keep-alive-timeout", "400",
+                                              "--max-clients", "8"}};
+  const auto port = store.port();
   {
     hostile::raw_connection silent{port};
     const hostile::ending end = silent.wait_for_end(3s);
@@ -638,8 +637,7 @@ TEST_CASE("the program's --header-timeout and --keep-alive-timeout reach its ser
     CHECK(end.elapsed >= 350ms);
     CHECK(end.elapsed < 2s);
   }
-  child.send(SIGTERM);
-  CHECK(child.finish(10s).status == 0);
+  CHECK(store.stop(SIGTERM, 10s).status == 0);
 }
 
 TEST_CASE("the deadline header is a number: leading zeros count, too many digits clamp, anything else is 400") {
@@ -958,13 +956,10 @@ TEST_CASE("the program with a refused Redis password says so once, never shows i
   REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{"the-right-one"});
   server_thread pricing;
   const std::string wrong = "not-the-password-42";
-  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
-                                  "--shared-state",
-                                  "redis://:" + wrong + "@127.0.0.1:" + std::to_string(redis->port())}};
-  const auto line = child.read_line(10s);
-  REQUIRE(line);
-  REQUIRE(line->starts_with("listening on http://"));
-  const auto port = port_of(*line);
+  listening_program store{bookstore_program,
+                          {"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
+                           "--shared-state", "redis://:" + wrong + "@127.0.0.1:" + std::to_string(redis->port())}};
+  const auto port = store.port();
   CHECK(get(port, "/books/1").status == 200);
   // A second or two of reconnecting, each refused the same way.
   std::this_thread::sleep_for(1500ms);
@@ -972,8 +967,7 @@ TEST_CASE("the program with a refused Redis password says so once, never shows i
   CHECK(metric(metrics, "coretry_shared_state_up") == 0);
   CHECK(metric(metrics, "coretry_shared_state_fallbacks_total") == 1);
   CHECK(get(port, "/books/2").status == 200);
-  child.send(SIGTERM);
-  const auto result = child.finish(20s);
+  const auto result = store.stop(SIGTERM, 20s);
   CHECK(result.status == 0);
   CAPTURE(result.err);
   int told = 0;
@@ -989,20 +983,18 @@ TEST_CASE("the program takes the Redis password from CORETRY_REDIS_PASSWORD and 
   REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{"from-the-environment"});
   server_thread pricing;
   ::setenv("CORETRY_REDIS_PASSWORD", "from-the-environment", 1);
-  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
-                                  "--shared-state", "redis://127.0.0.1:" + std::to_string(redis->port()),
-                                  "--shared-state-prefix", "env"}};
+  listening_program store{bookstore_program,
+                          {"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
+                           "--shared-state", "redis://127.0.0.1:" + std::to_string(redis->port()),
+                           "--shared-state-prefix", "env"}};
   ::unsetenv("CORETRY_REDIS_PASSWORD");
-  const auto line = child.read_line(10s);
-  REQUIRE(line);
-  const auto port = port_of(*line);
+  const auto port = store.port();
   CHECK(redis_tests::eventually([&] { return metric(get(port, "/metrics").body, "coretry_shared_state_up") == 1; }));
   CHECK(get(port, "/books/1").status == 200);
   const auto keys = redis->command({"KEYS", "env:{pricing}:*"});
   REQUIRE(keys);
   CHECK(keys->elements.size() >= 1);
-  child.send(SIGTERM);
-  const auto result = child.finish(20s);
+  const auto result = store.stop(SIGTERM, 20s);
   CHECK(result.status == 0);
   CHECK(result.err.find("from-the-environment") == std::string::npos);
 }

@@ -199,7 +199,8 @@ TEST_CASE("cli: a drip-fed body is cut at the attempt deadline, not the idle lim
 TEST_CASE("cli: cancelled: SIGINT stops the request in flight, exit 15, no -o file left") {
   server_thread server;
   temporary_directory directory;
-  child_process child({"fetch", "--json", "-o", directory.file("book.json"), server.url("/status/200?delay=10000")});
+  child_process child(program,
+                      {"fetch", "--json", "-o", directory.file("book.json"), server.url("/status/200?delay=10000")});
   REQUIRE(eventually([&] { return server->log().size() == 1; })); // the request is in flight
   child.send(SIGINT);
   const auto r = child.finish(5s);
@@ -212,7 +213,7 @@ TEST_CASE("cli: cancelled: SIGINT stops the request in flight, exit 15, no -o fi
 
 TEST_CASE("cli: cancelled: SIGTERM during a backoff wait, exit 15") {
   server_thread server;
-  child_process child({"fetch", "--json", server.url("/seq/wait?steps=503;retry-after=5,200")});
+  child_process child(program, {"fetch", "--json", server.url("/seq/wait?steps=503;retry-after=5,200")});
   REQUIRE(eventually([&] { return server->log().size() == 1; }));
   child.send(SIGTERM);
   const auto r = child.finish(5s);
@@ -353,14 +354,15 @@ TEST_CASE("cli: the progress line: never on a pipe, shown on a terminal for a sl
     CHECK(r.err.empty());
   }
   SUBCASE("stderr is a terminal") {
-    child_process child({"fetch", server.url("/status/200?delay=900")}, {.stderr_on_terminal = true});
+    child_process child(program, {"fetch", server.url("/status/200?delay=900")}, {.stderr_on_terminal = true});
     const auto r = child.finish(10s);
     CHECK(r.status == 0);
     CHECK(r.err.find("attempt 1 of 3") != std::string::npos);
     CHECK(r.err.find("\r\x1b[K") != std::string::npos); // and erased again
   }
   SUBCASE("--no-progress on a terminal") {
-    child_process child({"fetch", "--no-progress", server.url("/status/200?delay=900")}, {.stderr_on_terminal = true});
+    child_process child(program, {"fetch", "--no-progress", server.url("/status/200?delay=900")},
+                        {.stderr_on_terminal = true});
     const auto r = child.finish(10s);
     CHECK(r.status == 0);
     CHECK(r.err.empty());

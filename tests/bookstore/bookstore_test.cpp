@@ -4,9 +4,10 @@
 
 #include "bookstore/bookstore.hpp"
 
-#include "cli/process.hpp"
 #include "faults/hostile.hpp"
+#include "eventually.hpp"
 #include "program.hpp"
+#include "server_thread.hpp"
 #include "skip.hpp"
 #if CORETRY_BOOKSTORE_TESTS_REDIS
 #include "redis/redis_server.hpp"
@@ -44,8 +45,9 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 namespace bookstore = coretry::bookstore;
 using namespace std::chrono_literals;
-using cli_tests::server_thread;
+using coretry::test::eventually;
 using coretry::test::listening_program;
+using coretry::test::server_thread;
 
 namespace {
 
@@ -456,8 +458,8 @@ TEST_CASE("shutdown stops accepting, closes idle connections and cancels a sleep
   idle.connect({asio::ip::make_address("127.0.0.1"), port});
   std::optional<http_reply> reply;
   std::thread caller{[&] { reply = get(port, "/books/1"); }};
-  REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
-  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 2; }, 10s));
+  REQUIRE(eventually([&] { return pricing->log().size() == 1; }, 10s));
+  REQUIRE(eventually([&] { return store->open_connections() == 2; }, 10s));
 
   std::promise<void> closed;
   store->shutdown([&] { closed.set_value(); });
@@ -599,7 +601,7 @@ TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the pro
 
     std::optional<http_reply> reply;
     std::thread caller{[&] { reply = get(port, "/books/1"); }};
-    REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
+    REQUIRE(eventually([&] { return pricing->log().size() == 1; }, 10s));
     const auto signalled = std::chrono::steady_clock::now();
     const auto result = store.stop(SIGTERM, 20s);
     const auto took = std::chrono::steady_clock::now() - signalled;
@@ -931,7 +933,7 @@ TEST_CASE("two bookstores sharing one Redis stay within one budget's bound toget
     stores.push_back(std::make_unique<bookstore_runner>(o, 2));
   }
   for (auto& store : stores)
-    REQUIRE(redis_tests::eventually([&] { return metric((*store)->metrics(), "coretry_shared_state_up") == 1; }));
+    REQUIRE(eventually([&] { return metric((*store)->metrics(), "coretry_shared_state_up") == 1; }));
   constexpr int per_store = 100;
   std::vector<std::thread> callers;
   std::atomic<int> answered{0};
@@ -989,7 +991,7 @@ TEST_CASE("the program takes the Redis password from CORETRY_REDIS_PASSWORD and 
                            "--shared-state-prefix", "env"}};
   ::unsetenv("CORETRY_REDIS_PASSWORD");
   const auto port = store.port();
-  CHECK(redis_tests::eventually([&] { return metric(get(port, "/metrics").body, "coretry_shared_state_up") == 1; }));
+  CHECK(eventually([&] { return metric(get(port, "/metrics").body, "coretry_shared_state_up") == 1; }));
   CHECK(get(port, "/books/1").status == 200);
   const auto keys = redis->command({"KEYS", "env:{pricing}:*"});
   REQUIRE(keys);

@@ -8,17 +8,6 @@
 
 namespace cli_tests {
 
-server_thread::server_thread(coretry::faults::fault_server_options options) : guard_(io_.get_executor()) {
-  server_.emplace(io_, std::move(options));
-  thread_ = std::thread([this] { io_.run(); });
-}
-
-server_thread::~server_thread() {
-  server_->stop();
-  guard_.reset();
-  thread_.join();
-}
-
 temporary_directory::temporary_directory() {
   char name[] = "/tmp/coretry-cli-test-XXXXXX";
   if (::mkdtemp(name) == nullptr) throw std::runtime_error(std::string{"mkdtemp: "} + std::strerror(errno));

@@ -51,7 +51,7 @@ json::array logged_requests(test_client& client) {
 TEST_SUITE("fault server") {
 
 TEST_CASE("/status answers with the code, Retry-After verbatim and a Date") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const reply result = client.get("/status/503?retry-after=1");
   REQUIRE_FALSE(result.error);
@@ -74,7 +74,7 @@ TEST_CASE("Date and a Retry-After date come from one reading of the server's clo
   options.clock = [readings] {
     return system_clock::time_point{std::chrono::seconds{1'700'000'000 + readings->fetch_add(1)}};
   };
-  running_server server{options};
+  server_thread server{options};
   test_client client{server->port()};
   for (int round = 0; round < 3; ++round) {
     const reply result = client.get("/status/503?retry-after-date=%2B2");
@@ -88,7 +88,7 @@ TEST_CASE("Date and a Retry-After date come from one reading of the server's clo
 }
 
 TEST_CASE("percent=P fails about P% of requests at random and answers 200 to the rest") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   std::map<unsigned, int> seen;
   for (int i = 0; i < 400; ++i) {
@@ -109,7 +109,7 @@ TEST_CASE("percent=P fails about P% of requests at random and answers 200 to the
 }
 
 TEST_CASE("retry-after-date is an IMF-fixdate that many seconds from now") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   for (const int offset : {5, -5}) {
     CAPTURE(offset);
@@ -128,7 +128,7 @@ TEST_CASE("retry-after-date is an IMF-fixdate that many seconds from now") {
 }
 
 TEST_CASE("header and body options shape the response") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const reply result = client.get("/status/418?header=X-Test:one&header=X-Test:two&header=Content-Type:text/x-teapot"
                                   "&body=short%20and%20stout");
@@ -140,7 +140,7 @@ TEST_CASE("header and body options shape the response") {
 }
 
 TEST_CASE("a sequence answers step by step and then repeats its last step") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const std::string target = "/seq/x?steps=429;retry-after=1,502,200";
   std::vector<unsigned> statuses;
@@ -163,7 +163,7 @@ TEST_CASE("a sequence answers step by step and then repeats its last step") {
 }
 
 TEST_CASE("sequence steps may be bare keywords") {
-  running_server server;
+  server_thread server;
   const std::string target = "/seq/k?steps=close,reset,200;delay=50";
   test_client client{server->port()};
 
@@ -182,7 +182,7 @@ TEST_CASE("sequence steps may be bare keywords") {
 }
 
 TEST_CASE("close ends the connection without any response") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const reply result = client.get("/status/503?close");
   CAPTURE(result.error.message());
@@ -190,7 +190,7 @@ TEST_CASE("close ends the connection without any response") {
 }
 
 TEST_CASE("reset aborts the connection with a TCP RST") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const reply result = client.get("/status/200?reset");
   CAPTURE(result.error.message());
@@ -198,7 +198,7 @@ TEST_CASE("reset aborts the connection with a TCP RST") {
 }
 
 TEST_CASE("delay holds the headers back") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const reply result = client.get("/status/504?delay=150");
   REQUIRE_FALSE(result.error);
@@ -207,7 +207,7 @@ TEST_CASE("delay holds the headers back") {
 }
 
 TEST_CASE("drip sends its bytes one at a time, then the connection goes on") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const reply result = client.get("/status/200?drip=5:20");
   REQUIRE_FALSE(result.error);
@@ -219,7 +219,7 @@ TEST_CASE("drip sends its bytes one at a time, then the connection goes on") {
 }
 
 TEST_CASE("hang-after-headers sends headers, then nothing until the client leaves") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   REQUIRE_FALSE(client.connect());
   REQUIRE_FALSE(client.write(make_request(http::verb::get, "/status/200?hang-after-headers")));
@@ -236,7 +236,7 @@ TEST_CASE("hang-after-headers sends headers, then nothing until the client leave
 }
 
 TEST_CASE("HEAD gets the headers of the scripted response and no body") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   REQUIRE_FALSE(client.connect());
   REQUIRE_FALSE(client.write(make_request(http::verb::head, "/status/200?body=twelve%20bytes")));
@@ -250,7 +250,7 @@ TEST_CASE("HEAD gets the headers of the scripted response and no body") {
 }
 
 TEST_CASE("/_log records each request's method, target, Idempotency-Key and body length") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   http_request post = make_request(http::verb::post, "/status/201", "hello");
   post.set("Idempotency-Key", "key-1");
@@ -280,7 +280,7 @@ TEST_CASE("/_log records each request's method, target, Idempotency-Key and body
 }
 
 TEST_CASE("/_reset forgets sequences and the log") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const std::string target = "/seq/r?steps=500,200";
   CHECK(client.get(target).response.result_int() == 500);
@@ -297,7 +297,7 @@ TEST_CASE("/_reset forgets sequences and the log") {
 TEST_CASE("the log keeps the most recent requests up to its limit and counts the rest") {
   coretry::faults::fault_server_options options;
   options.log_limit = 3;
-  running_server server{options};
+  server_thread server{options};
   test_client client{server->port()};
   for (int code = 201; code <= 205; ++code)
     CHECK(client.get("/status/" + std::to_string(code)).response.result_int() == code);
@@ -314,7 +314,7 @@ TEST_CASE("the log keeps the most recent requests up to its limit and counts the
   CHECK(server->log_dropped() == 0);
 
   options.log_limit = 0; // no log at all
-  running_server silent{options};
+  server_thread silent{options};
   test_client silent_client{silent->port()};
   CHECK(silent_client.get("/status/200").response.result_int() == 200);
   CHECK(silent->log().empty());
@@ -322,7 +322,7 @@ TEST_CASE("the log keeps the most recent requests up to its limit and counts the
 }
 
 TEST_CASE("/echo returns what the client sent") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   http_request put = make_request(http::verb::put, "/echo?x=1", "payload");
   put.set("X-Custom", "value");
@@ -339,7 +339,7 @@ TEST_CASE("/echo returns what the client sent") {
 }
 
 TEST_CASE("bad scripts get a 400 naming the problem, on a connection that goes on") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   const std::pair<std::string_view, std::string_view> cases[] = {
       {"/status/abc", "status code 'abc' is not a number"},
@@ -369,7 +369,7 @@ TEST_CASE("bad scripts get a 400 naming the problem, on a connection that goes o
 }
 
 TEST_CASE("malformed or oversized requests are refused and the server goes on") {
-  running_server server;
+  server_thread server;
   const std::string_view malformed[] = {
       "THIS IS NOT HTTP\r\n\r\n",
       "GET /status/200 HTTP/9.9\r\n\r\n",
@@ -419,7 +419,7 @@ TEST_CASE("malformed or oversized requests are refused and the server goes on") 
 }
 
 TEST_CASE("Expect: 100-continue is answered before the body is read") {
-  running_server server;
+  server_thread server;
   test_client client{server->port()};
   REQUIRE_FALSE(client.connect());
   REQUIRE_FALSE(client.write_raw("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
@@ -434,7 +434,7 @@ TEST_CASE("Expect: 100-continue is answered before the body is read") {
 }
 
 TEST_CASE("an io_context run by several threads serves concurrent clients") {
-  running_server server{{}, 2};
+  server_thread server{{}, 2};
   constexpr int clients = 4;
   constexpr int requests_each = 25;
   std::vector<std::vector<unsigned>> statuses(clients);
@@ -457,7 +457,7 @@ TEST_CASE("an io_context run by several threads serves concurrent clients") {
 }
 
 TEST_CASE("stop() closes the acceptor and every connection, cancelling delays") {
-  running_server server;
+  server_thread server;
   test_client idle{server->port()};
   REQUIRE(idle.get("/status/200").response.result_int() == 200); // kept alive, now idle
 

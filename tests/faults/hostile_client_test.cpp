@@ -39,7 +39,7 @@ json::object log_of(unsigned short port) {
 TEST_SUITE("fault server against hostile clients") {
 
 TEST_CASE("an endless chunk extension is refused with a bounded buffer and counted") {
-  running_server server;
+  server_thread server;
   raw_connection connection{server->port()};
   const hostile::ending end = hostile::send_endless_chunk_extension(connection, 64 * 1024 * 1024, 24 * 1024);
   CAPTURE(end.received.substr(0, 200));
@@ -51,7 +51,7 @@ TEST_CASE("an endless chunk extension is refused with a bounded buffer and count
 }
 
 TEST_CASE("an endless trailer is refused") {
-  running_server server;
+  server_thread server;
   raw_connection connection{server->port()};
   connection.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Trailer: ");
   const std::string block(64 * 1024, 'b');
@@ -63,7 +63,7 @@ TEST_CASE("an endless trailer is refused") {
 }
 
 TEST_CASE("a header that never ends is closed after the header timeout, however it trickles") {
-  running_server server{quick_timeouts(400ms, 5s)};
+  server_thread server{quick_timeouts(400ms, 5s)};
   raw_connection connection{server->port()};
   const auto start = hostile::clock::now();
   connection.send("GET /status/200 HTTP/1.1\r\nX-Slow: ");
@@ -84,7 +84,7 @@ TEST_CASE("a header that never ends is closed after the header timeout, however 
 }
 
 TEST_CASE("a connection that never sends a byte is closed after the header timeout") {
-  running_server server{quick_timeouts(300ms, 5s)};
+  server_thread server{quick_timeouts(300ms, 5s)};
   raw_connection connection{server->port()};
   const hostile::ending end = connection.wait_for_end(3s);
   CHECK(end.closed);
@@ -94,7 +94,7 @@ TEST_CASE("a connection that never sends a byte is closed after the header timeo
 }
 
 TEST_CASE("an idle keep-alive connection is closed after its timeout") {
-  running_server server{quick_timeouts(5s, 300ms)};
+  server_thread server{quick_timeouts(5s, 300ms)};
   raw_connection connection{server->port()};
   REQUIRE(connection.send("GET /status/200 HTTP/1.1\r\nHost: x\r\n\r\n"));
   const std::string response = connection.read_response(3s);
@@ -111,7 +111,7 @@ TEST_CASE("an idle keep-alive connection is closed after its timeout") {
 TEST_CASE("at the connection cap new clients wait in the backlog, without spinning, and are served once hogs leave") {
   coretry::faults::fault_server_options options;
   options.max_clients = 3;
-  running_server server{options};
+  server_thread server{options};
   std::vector<std::unique_ptr<raw_connection>> hogs;
   for (int i = 0; i < 3; ++i) hogs.push_back(std::make_unique<raw_connection>(server->port()));
   REQUIRE(eventually([&] { return server->open_connections() == 3; }, 3s));
@@ -134,7 +134,7 @@ TEST_CASE("out of descriptors, the accept loop pauses instead of spinning and se
     coretry::test::skip_test("the sanitizer runtime needs free descriptors; runs in the dev and release presets");
     return;
   }
-  running_server server;
+  server_thread server;
   raw_connection blocked{server->port(), false};
   bool exhausted = false, sent = false, served_meanwhile = true;
   std::chrono::microseconds cpu{};
@@ -158,7 +158,7 @@ TEST_CASE("out of descriptors, the accept loop pauses instead of spinning and se
 TEST_CASE("/seq forgets the least recently used names beyond its limit and counts them") {
   coretry::faults::fault_server_options options;
   options.sequence_limit = 3;
-  running_server server{options};
+  server_thread server{options};
   test_client client{server->port()};
   const auto step = [&](std::string_view name) {
     const reply answer = client.get("/seq/" + std::string{name} + "?steps=500,200");
@@ -185,7 +185,7 @@ TEST_CASE("many distinct /seq names keep the server's memory bounded") {
   coretry::faults::fault_server_options options;
   options.sequence_limit = 100;
   options.log_limit = 100;
-  running_server server{options};
+  server_thread server{options};
   test_client client{server->port()};
   for (int i = 0; i < 2000; ++i) {
     const reply answer = client.get("/seq/name-" + std::to_string(i) + "?steps=200");

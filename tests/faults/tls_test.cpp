@@ -30,7 +30,7 @@ fault_server_options tls_server(std::optional<coretry::faults::test_pki> pki = s
 
 // Connects to `server` trusting only `ca_pem`; returns the handshake's error
 // and OpenSSL's verdict on the certificate.
-std::pair<error_code, long> handshake(running_server& server, const std::string& ca_pem,
+std::pair<error_code, long> handshake(server_thread& server, const std::string& ca_pem,
                                       std::string host = "localhost") {
   test_client client{server->port(), tls_client_options{ca_pem, std::move(host)}};
   const error_code error = client.connect();
@@ -54,7 +54,7 @@ TEST_CASE("the generated PKI is PEM: a CA, a certificate and a PKCS#8 key") {
 }
 
 TEST_CASE("a client trusting the generated CA verifies localhost and 127.0.0.1") {
-  running_server server{tls_server()};
+  server_thread server{tls_server()};
   CHECK(server->base_url().starts_with("https://127.0.0.1:"));
   REQUIRE_FALSE(server->ca_certificate_pem().empty());
 
@@ -75,7 +75,7 @@ TEST_CASE("an expired certificate fails verification") {
   pki_options expired;
   expired.not_before = -std::chrono::hours{48};
   expired.not_after = -std::chrono::hours{24};
-  running_server server{tls_server(generate_test_pki(expired))};
+  server_thread server{tls_server(generate_test_pki(expired))};
   const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
   CAPTURE(error.message());
   CHECK(is_verification_failure(error));
@@ -85,7 +85,7 @@ TEST_CASE("an expired certificate fails verification") {
 TEST_CASE("a self-signed certificate fails verification against the CA") {
   pki_options self_signed;
   self_signed.signed_by_ca = false;
-  running_server server{tls_server(generate_test_pki(self_signed))};
+  server_thread server{tls_server(generate_test_pki(self_signed))};
   const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
   CAPTURE(error.message());
   CHECK(is_verification_failure(error));
@@ -97,7 +97,7 @@ TEST_CASE("a certificate for another host name fails verification") {
   other_host.dns_names = {"wrong.example"};
   other_host.ip_addresses = {};
   other_host.common_name = "wrong.example";
-  running_server server{tls_server(generate_test_pki(other_host))};
+  server_thread server{tls_server(generate_test_pki(other_host))};
   const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
   CAPTURE(error.message());
   CHECK(is_verification_failure(error));
@@ -112,7 +112,7 @@ TEST_CASE("a certificate for another host name fails verification") {
 TEST_CASE("a failed handshake leaves no connection behind") {
   pki_options self_signed;
   self_signed.signed_by_ca = false;
-  running_server server{tls_server(generate_test_pki(self_signed))};
+  server_thread server{tls_server(generate_test_pki(self_signed))};
   CHECK(handshake(server, server->ca_certificate_pem()).first);
   CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
   REQUIRE(server.stop_and_wait());

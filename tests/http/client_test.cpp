@@ -7,7 +7,6 @@
 #include <coretry/http/tls.hpp>
 #include <faults/fault_server.hpp>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
@@ -15,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include "hostile_server.hpp"
+#include "server_thread.hpp"
 #include "skip.hpp"
 
 #include <atomic>
@@ -31,32 +31,7 @@ using coretry::stop_reason;
 
 namespace {
 
-/// A fault server on its own thread.
-class server_thread {
-public:
-  explicit server_thread(coretry::faults::fault_server_options options = {}) : guard_(io_.get_executor()) {
-    server_.emplace(io_, std::move(options));
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~server_thread() { shut_down(); }
-
-  void shut_down() {
-    if (!thread_.joinable()) return;
-    server_->stop();
-    guard_.reset();
-    thread_.join();
-    server_.reset();
-  }
-
-  coretry::faults::fault_server& operator*() { return *server_; }
-  coretry::faults::fault_server* operator->() { return &*server_; }
-
-private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::optional<coretry::faults::fault_server> server_;
-  std::thread thread_;
-};
+using coretry::test::server_thread;
 
 /// Records what the pool held whenever the engine went to sleep.
 struct leased_during_backoff final : coretry::retry_observer {

@@ -5,7 +5,6 @@
 // failures of other processes until it is told to forget.
 
 #include "fake_redis.hpp"
-#include "fleet.hpp"
 #include "redis_server.hpp"
 
 #include <coretry/redis/shared_state.hpp>

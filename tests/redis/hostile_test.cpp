@@ -3,7 +3,6 @@
 // closed, and memory bounded whatever the reply announces.
 
 #include "fake_redis.hpp"
-#include "fleet.hpp"
 #include "redis_server.hpp"
 
 #include <coretry/redis/shared_state.hpp>

@@ -1,6 +1,5 @@
 // coretry::redis::shared_state against a real redis-server of the test's own.
 
-#include "fleet.hpp"
 #include "redis_server.hpp"
 
 #include <skip.hpp>

@@ -29,7 +29,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
@@ -895,14 +894,10 @@ TEST_CASE("two bookstores sharing one Redis stay within one budget's bound toget
   // two, 2 x (20 + 0.1 x 100) = 60. Sharing, the pair has one bucket:
   // 20 + 0.1 x 200 = 40.
   std::vector<std::unique_ptr<bookstore_runner>> stores;
-  auto problems = std::make_shared<std::vector<std::string>>();
-  auto problems_mutex = std::make_shared<std::mutex>();
+  redis_tests::problems told;
   for (int i = 0; i < 2; ++i) {
     bookstore::options o = options_for(pricing.url("/status/503"));
-    o.on_shared_state_problem = [problems, problems_mutex](std::string_view p) {
-      std::lock_guard lock(*problems_mutex);
-      problems->emplace_back(p);
-    };
+    o.on_shared_state_problem = told.callback();
     o.gate = false;
     o.shared_state = redis->url();
     o.shared_state_prefix = "pair";
@@ -929,8 +924,7 @@ TEST_CASE("two bookstores sharing one Redis stay within one budget's bound toget
   MESSAGE("pricing calls: " << calls);
   CHECK(calls >= 2 * per_store);
   CHECK(calls <= 2 * per_store + 40);
-  std::lock_guard lock(*problems_mutex);
-  for (const auto& p : *problems) MESSAGE("shared state problem: " << p);
+  for (const auto& p : told.all()) MESSAGE("shared state problem: " << p);
   for (auto& store : stores) CHECK(metric((*store)->metrics(), "coretry_shared_state_fallbacks_total") == 0);
 }
 

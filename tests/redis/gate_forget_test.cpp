@@ -59,15 +59,6 @@ struct fleet_script {
   }
 };
 
-local_gate::options small_gate() {
-  local_gate::options g;
-  g.min_requests = 20;
-  g.probe_interval = std::chrono::milliseconds(100);
-  g.step_successes = 2;
-  g.slow_start_steps = 1;
-  return g;
-}
-
 void recover(local_gate& gate) {
   for (int i = 0; i < 4; ++i) gate.record(attempt_status::success, steady_now());
 }

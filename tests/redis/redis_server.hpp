@@ -154,6 +154,35 @@ inline coretry::redis::shared_state::options fleet_options(std::uint16_t port, s
   return o;
 }
 
+/// The budget the cases give their dependency, "pricing": a bucket of 20
+/// tokens, 0.1 per initial request, leased 5 at a time.
+inline coretry::leased_budget::options pricing_budget() { return {20.0, 0.1, 5}; }
+
+/// A gate that is judged from 20 results, climbs back in one step of two
+/// successes, and probes every 100 ms.
+inline coretry::local_gate::options small_gate() {
+  coretry::local_gate::options g;
+  g.min_requests = 20;
+  g.probe_interval = std::chrono::milliseconds(100);
+  g.step_successes = 2;
+  g.slow_start_steps = 1;
+  return g;
+}
+
+/// One process of a fleet as most cases make it: a shared_state on an
+/// io_context thread of its own, telling its problems to `told`, with
+/// pricing_budget() for "pricing".
+struct fleet_process {
+  /// Makes it with `o` (on_problem set to tell `told`), and starts it unless
+  /// `start` is false.
+  explicit fleet_process(coretry::redis::shared_state::options o, bool start = true);
+
+  io_thread io;
+  problems told;
+  coretry::redis::shared_state state;
+  std::shared_ptr<coretry::leased_budget> budget;
+};
+
 inline coretry::duration steady_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
 
 using milliseconds_d = std::chrono::duration<double, std::milli>;

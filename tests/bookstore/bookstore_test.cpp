@@ -858,22 +858,8 @@ TEST_CASE("hostile clients: at the connection cap new clients wait without spinn
   bookstore::options o = options_for("http://127.0.0.1:9/{id}");
   o.max_clients = 3;
   bookstore_runner store{o};
-  const auto port = port_of(store->base_url());
-  std::vector<std::unique_ptr<hostile::raw_connection>> hogs;
-  for (int i = 0; i < 3; ++i) hogs.push_back(std::make_unique<hostile::raw_connection>(port));
-  const auto deadline = hostile::clock::now() + 3s;
-  while (store->open_connections() < 3 && hostile::clock::now() < deadline) std::this_thread::sleep_for(10ms);
-  REQUIRE(store->open_connections() == 3);
-
-  hostile::raw_connection waiting{port};
-  REQUIRE(waiting.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
-  const auto cpu = hostile::cpu_used_over(1s);
-  CHECK(waiting.read_response(300ms).empty());
-  CHECK(store->open_connections() == 3);
-  CHECK(cpu < 200ms);
-
-  hogs.pop_back();
-  CHECK(waiting.read_response(3s).starts_with("HTTP/1.1 200 "));
+  hostile::check_waiting_at_cap(port_of(store->base_url()), 3, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+                                [&] { return store->open_connections(); });
 }
 
 TEST_CASE("hostile clients: out of descriptors, the accept loop pauses instead of spinning and serves again") {

@@ -9,9 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include <memory>
 #include <string>
-#include <vector>
 
 using namespace fault_tests;
 using hostile::raw_connection;
@@ -111,19 +109,8 @@ TEST_CASE("at the connection cap new clients wait in the backlog, without spinni
   coretry::faults::fault_server_options options;
   options.max_clients = 3;
   server_thread server{options};
-  std::vector<std::unique_ptr<raw_connection>> hogs;
-  for (int i = 0; i < 3; ++i) hogs.push_back(std::make_unique<raw_connection>(server->port()));
-  REQUIRE(eventually([&] { return server->open_connections() == 3; }, 3s));
-
-  raw_connection waiting{server->port()}; // completes in the kernel's backlog
-  REQUIRE(waiting.send("GET /status/200 HTTP/1.1\r\nHost: x\r\n\r\n"));
-  const auto cpu = hostile::cpu_used_over(1s);
-  CHECK(waiting.read_response(300ms).empty()); // not accepted while at the cap
-  CHECK(server->open_connections() == 3);
-  CHECK(cpu < 200ms);
-
-  hogs.pop_back();
-  CHECK(waiting.read_response(3s).starts_with("HTTP/1.1 200 "));
+  hostile::check_waiting_at_cap(server->port(), 3, "GET /status/200 HTTP/1.1\r\nHost: x\r\n\r\n",
+                                [&] { return server->open_connections(); });
 }
 
 TEST_CASE("out of descriptors, the accept loop pauses instead of spinning and serves again afterwards") {

@@ -6,6 +6,7 @@
 
 #include "faults/hostile.hpp"
 #include "eventually.hpp"
+#include "policies.hpp"
 #include "program.hpp"
 #include "server_thread.hpp"
 #include "skip.hpp"
@@ -117,17 +118,7 @@ std::optional<std::string> field(const coretry::faults::logged_request& r, std::
 }
 
 /// Fast retries with room: the counts, not the clock, are under test.
-coretry::policy quick_policy(unsigned attempts = 3) {
-  coretry::policy p;
-  p.max_attempts = attempts;
-  p.overall_deadline = 20s;
-  p.attempt_limit = 10s;
-  p.min_attempt_allowance = 100ms;
-  p.completion_reserve = 50ms;
-  p.backoff.initial_window = 1ms;
-  p.backoff.max_window = 2ms;
-  return p;
-}
+coretry::policy quick_policy() { return coretry::test::quick_policy(20s, 10s, 1ms); }
 
 bookstore::options options_for(const std::string& pricing_url, bool coordination = true) {
   bookstore::options o;

@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include "hostile_server.hpp"
+#include "policies.hpp"
 #include "server_thread.hpp"
 #include "skip.hpp"
 
@@ -31,6 +32,7 @@ using coretry::stop_reason;
 
 namespace {
 
+using coretry::test::loopback_policy;
 using coretry::test::server_thread;
 
 /// Records what the pool held whenever the engine went to sleep.
@@ -42,18 +44,6 @@ struct leased_during_backoff final : coretry::retry_observer {
   coretry::http::client& client;
   std::vector<std::size_t> seen;
 };
-
-coretry::policy quick_policy() {
-  coretry::policy p;
-  p.overall_deadline = 5s;
-  p.attempt_limit = 2s;
-  p.min_attempt_allowance = 10ms;
-  p.completion_reserve = 0ms;
-  p.backoff.initial_window = 20ms;
-  p.backoff.max_window = 40ms;
-  p.server_delay_spread = 10ms;
-  return p;
-}
 
 struct harness {
   explicit harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
@@ -74,7 +64,7 @@ struct harness {
     return std::move(*result);
   }
 
-  coretry::http::request_options with_policy(coretry::policy p = quick_policy()) {
+  coretry::http::request_options with_policy(coretry::policy p = loopback_policy()) {
     coretry::http::request_options o;
     o.policy = p;
     o.observer = &watch;
@@ -182,7 +172,7 @@ TEST_CASE("503 with an HTTP-date Retry-After is measured against the server's Da
 TEST_CASE("a Retry-After beyond the deadline stops at once") {
   server_thread server;
   harness h;
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.overall_deadline = 1s;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/503?retry-after=1", h.with_policy(p));
   CHECK(r.reason == stop_reason::server_delay_too_long);
@@ -195,7 +185,7 @@ TEST_CASE("a drip-fed body is cut at the attempt deadline") {
   coretry::http::client_options options;
   options.idle_timeout = 500ms; // each byte arrives well inside it
   harness h(options);
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.max_attempts = 1;
   p.attempt_limit = 300ms;
   const auto start = std::chrono::steady_clock::now();
@@ -214,7 +204,7 @@ TEST_CASE("a read-inactivity limit cuts a silent server") {
   coretry::http::client_options options;
   options.idle_timeout = 100ms;
   harness h(options);
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.max_attempts = 1;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?hang-after-headers", h.with_policy(p));
   CHECK(r.reason == stop_reason::attempts_exhausted);
@@ -225,7 +215,7 @@ TEST_CASE("a read-inactivity limit cuts a silent server") {
 TEST_CASE("a server that hangs after the headers times out and is not reused") {
   server_thread server;
   harness h;
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.max_attempts = 2;
   p.attempt_limit = 200ms;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?hang-after-headers", h.with_policy(p));
@@ -296,7 +286,7 @@ TEST_CASE("a GET on a connection the server closed goes again on a fresh one, wi
 TEST_CASE("a POST that times out is not retried") {
   server_thread server;
   harness h;
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.attempt_limit = 250ms;
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/status/200?delay=1000", h.with_policy(p), "{}");
   CHECK(r.reason == stop_reason::outcome_unknown);
@@ -710,7 +700,7 @@ TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
   CHECK(field(log[0], "X-Attempt") == "1");
   CHECK(field(log[1], "X-Attempt") == "2");
   REQUIRE(allowances.size() == 2);
-  CHECK(allowances[0] <= quick_policy().attempt_limit);
+  CHECK(allowances[0] <= loopback_policy().attempt_limit);
 
   // A decorator that breaks the framing is refused, permanently.
   options.decorate = [](coretry::http::request& req, const auto&) { req.set("X-Bad", "a\r\nInjected: 1"); };

@@ -3,6 +3,7 @@
 // reason, what reached the server, and (outside sanitizers) memory.
 
 #include "hostile_server.hpp"
+#include "policies.hpp"
 
 #include <coretry/http/client.hpp>
 
@@ -45,17 +46,8 @@ std::size_t resident_bytes() {
   return 0;
 }
 
-coretry::policy hostile_policy() {
-  coretry::policy p;
-  p.overall_deadline = 10s;
-  p.attempt_limit = 8s;
-  p.min_attempt_allowance = 10ms;
-  p.completion_reserve = 0ms;
-  p.backoff.initial_window = 20ms;
-  p.backoff.max_window = 40ms;
-  p.server_delay_spread = 10ms;
-  return p;
-}
+/// loopback_policy with time for a server that takes its time on purpose.
+coretry::policy hostile_policy() { return coretry::test::loopback_policy(10s, 8s); }
 
 struct client_harness {
   explicit client_harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}

@@ -7,6 +7,8 @@
 #include "fake_redis.hpp"
 #include "redis_server.hpp"
 
+#include <policies.hpp>
+
 #include <coretry/redis/shared_state.hpp>
 
 #include <doctest/doctest.h>
@@ -71,7 +73,7 @@ TEST_CASE("redis: the fleet is told to forget the window again when that exchang
   fake_redis fake([&](int n, const std::string& raw) { return fleet.answer(n, raw); });
   io_thread io;
   shared_state s(io.executor(), fleet_options(fake.port(), "healthy"));
-  auto gate = s.gate("pricing", small_gate());
+  auto gate = s.gate("pricing", coretry::test::fleet_gate());
   s.start();
   REQUIRE(eventually([&] { return !gate->is_open(); })); // the fleet's failures close it
 
@@ -97,7 +99,7 @@ TEST_CASE("redis: counts an exchange brings from before the gate opened do not c
   fake_redis fake([&](int n, const std::string& raw) { return fleet.answer(n, raw); });
   io_thread io;
   shared_state s(io.executor(), fleet_options(fake.port(), "healthy", std::chrono::milliseconds(500)));
-  auto gate = s.gate("pricing", small_gate());
+  auto gate = s.gate("pricing", coretry::test::fleet_gate());
   s.start();
   REQUIRE(eventually([&] { return !gate->is_open(); }));
 

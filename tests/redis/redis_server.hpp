@@ -158,17 +158,6 @@ inline coretry::redis::shared_state::options fleet_options(std::uint16_t port, s
 /// tokens, 0.1 per initial request, leased 5 at a time.
 inline coretry::leased_budget::options pricing_budget() { return {20.0, 0.1, 5}; }
 
-/// A gate that is judged from 20 results, climbs back in one step of two
-/// successes, and probes every 100 ms.
-inline coretry::local_gate::options small_gate() {
-  coretry::local_gate::options g;
-  g.min_requests = 20;
-  g.probe_interval = std::chrono::milliseconds(100);
-  g.step_successes = 2;
-  g.slow_start_steps = 1;
-  return g;
-}
-
 /// One process of a fleet as most cases make it: a shared_state on an
 /// io_context thread of its own, telling its problems to `told`, with
 /// pricing_budget() for "pricing".

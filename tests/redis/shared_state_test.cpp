@@ -2,6 +2,7 @@
 
 #include "redis_server.hpp"
 
+#include <policies.hpp>
 #include <skip.hpp>
 
 #include <coretry/redis/shared_state.hpp>
@@ -252,7 +253,7 @@ TEST_CASE("redis: a refused password is told once, never shown, and retried quie
 TEST_CASE("redis: a gate closes on the fleet's failures and spaces its probes by the fleet's size") {
   REDIS_SERVER_OR_SKIP(server);
   io_thread io;
-  const local_gate::options g = small_gate();
+  const local_gate::options g = coretry::test::fleet_gate();
   shared_state a(io.executor(), fleet_options(server->port(), "failing"));
   shared_state b(io.executor(), fleet_options(server->port(), "healthy"));
   auto gate_a = a.gate("pricing", g);

@@ -2,6 +2,8 @@
 
 #include "test_support.hpp"
 
+#include <policies.hpp>
+
 #include <boost/asio/append.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -800,14 +802,10 @@ TEST_CASE("observer and counters see every event") {
 TEST_CASE("a strand on a multi-threaded io_context: every handler exactly once") {
   // Real time, real threads: counts are asserted, durations are not.
   asio::io_context io(4);
-  coretry::policy p;
+  coretry::policy p = coretry::test::quick_policy(5s, 2ms, 1ms);
   p.max_attempts = 4;
-  p.overall_deadline = 5s;
-  p.attempt_limit = 2ms;
   p.min_attempt_allowance = 1ms;
   p.completion_reserve = 0ms;
-  p.backoff.initial_window = 1ms;
-  p.backoff.max_window = 2ms;
   coretry::token_bucket_budget budget;
   coretry::retry_counters counters;
   coretry::retry_options options;

@@ -3,6 +3,8 @@
 
 #include "test_support.hpp"
 
+#include <policies.hpp>
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
@@ -53,16 +55,12 @@ coretry::policy gated_policy() {
 /// retry has its own slot from its first question (the default promises
 /// only the next slot; "gate engine: held retries ask again ..." covers that).
 coretry::local_gate::options gate_options() {
-  return {.window = 1s,
-          .min_requests = 4,
-          .k = 2.0,
-          .close_above = 0.2,
-          .probe_interval = 100ms,
-          .step_successes = 1,
-          .fallback_failures = 1,
-          .slow_start_steps = 1,
-          .max_hold = 10s,
-          .slots_ahead = 1000};
+  coretry::local_gate::options o = coretry::test::small_gate(1);
+  o.min_requests = 4;
+  o.step_successes = 1;
+  o.fallback_failures = 1;
+  o.slots_ahead = 1000;
+  return o;
 }
 
 struct gated_run {

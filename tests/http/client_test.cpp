@@ -13,6 +13,7 @@
 
 #include <doctest/doctest.h>
 
+#include "blocking_client.hpp"
 #include "hostile_server.hpp"
 #include "policies.hpp"
 #include "server_thread.hpp"
@@ -45,23 +46,16 @@ struct leased_during_backoff final : coretry::retry_observer {
   std::vector<std::size_t> seen;
 };
 
-struct harness {
-  explicit harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
+/// The blocking client, checking after each request that nothing stays
+/// leased, with an observer of what the pool held in backoff.
+struct harness : coretry_tests::blocking_client {
+  using blocking_client::blocking_client;
 
   coretry::http::result send(beast_http::verb method, const std::string& url,
-                             coretry::http::request_options options = {}, std::string body = {}) {
-    coretry::http::request req(method, "", 11);
-    req.body() = std::move(body);
-    std::optional<coretry::http::result> result;
-    client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
-      REQUIRE_FALSE(e);
-      result = std::move(r);
-    });
-    io.run();
-    io.restart();
-    REQUIRE(result);
+                             const coretry::http::request_options& options = {}, std::string body = {}) {
+    coretry::http::result r = blocking_client::send(method, url, options, std::move(body));
     CHECK(client.stats().leased == 0); // nothing is leased once a request is over
-    return std::move(*result);
+    return r;
   }
 
   coretry::http::request_options with_policy(coretry::policy p = loopback_policy()) {
@@ -71,8 +65,6 @@ struct harness {
     return o;
   }
 
-  asio::io_context io;
-  coretry::http::client client;
   leased_during_backoff watch{client};
 };
 

@@ -2,6 +2,7 @@
 // connection scripted byte by byte. The clean end is asserted: the stop
 // reason, what reached the server, and (outside sanitizers) memory.
 
+#include "blocking_client.hpp"
 #include "hostile_server.hpp"
 #include "policies.hpp"
 
@@ -49,26 +50,15 @@ std::size_t resident_bytes() {
 /// loopback_policy with time for a server that takes its time on purpose.
 coretry::policy hostile_policy() { return coretry::test::loopback_policy(10s, 8s); }
 
-struct client_harness {
-  explicit client_harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
+/// The blocking client, with hostile_policy() unless told another.
+struct client_harness : coretry_tests::blocking_client {
+  using blocking_client::blocking_client;
 
   coretry::http::result send(beast_http::verb method, const std::string& url, coretry::policy p = hostile_policy()) {
-    coretry::http::request req(method, "", 11);
     coretry::http::request_options options;
     options.policy = p;
-    std::optional<coretry::http::result> result;
-    client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
-      REQUIRE_FALSE(e);
-      result = std::move(r);
-    });
-    io.run();
-    io.restart();
-    REQUIRE(result);
-    return std::move(*result);
+    return blocking_client::send(method, url, options);
   }
-
-  asio::io_context io;
-  coretry::http::client client;
 };
 
 /// Sends `prefix`, then `filler` again and again until the client goes away

@@ -157,13 +157,9 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
         CAPTURE(method_name);
 
         coretry::http::request_options options;
-        options.policy.overall_deadline = 5s;
-        options.policy.attempt_limit = 400ms;
-        options.policy.min_attempt_allowance = 50ms;
-        options.policy.completion_reserve = 10ms;
-        options.policy.backoff.initial_window = 10ms;
-        options.policy.backoff.max_window = 20ms;
-        options.policy.server_delay_spread = 5ms;
+        options.policy = {.overall_deadline = 5s, .attempt_limit = 400ms, .min_attempt_allowance = 50ms,
+                          .completion_reserve = 10ms, .backoff = {.initial_window = 10ms, .max_window = 20ms},
+                          .server_delay_spread = 5ms};
         options.generate_idempotency_key = m == method::keyed_post;
         plain.clear();
 

@@ -11,18 +11,10 @@
 
 #include <csignal>
 #include <fstream>
-#include <sstream>
 
 using namespace cli_tests;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file{path, std::ios::binary};
-  std::ostringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
 
 std::string text(const boost::json::value& value) { return std::string{value.as_string()}; }
 

@@ -17,9 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -31,13 +29,6 @@
 using namespace cli_tests;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file{path, std::ios::binary};
-  std::ostringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
 
 void write_file(const std::string& path, std::string_view content, mode_t mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);

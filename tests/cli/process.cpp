@@ -4,9 +4,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace cli_tests {
+
+std::string read_file(const std::string& path) {
+  std::ifstream file{path, std::ios::binary};
+  std::ostringstream content;
+  content << file.rdbuf();
+  return content.str();
+}
 
 temporary_directory::temporary_directory() {
   char name[] = "/tmp/coretry-cli-test-XXXXXX";

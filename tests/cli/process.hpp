@@ -27,6 +27,9 @@ inline run_result run(std::vector<std::string> args, std::chrono::milliseconds t
   return coretry::test::run(program, std::move(args), timeout);
 }
 
+/// The whole content of the file at `path` (empty if it cannot be read).
+std::string read_file(const std::string& path);
+
 /// A fresh empty directory under /tmp, removed with its contents at the end.
 class temporary_directory {
 public:

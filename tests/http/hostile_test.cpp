@@ -170,34 +170,35 @@ hostile_server::script then_unsolicited(std::string answer, std::string unsolici
   };
 }
 
-} // namespace
-
-TEST_CASE("hostile: an unsolicited 200 after a 503 is never the retry's answer") {
+/// Sends a GET with `h` to a server that answers it 503 (Retry-After: 1),
+/// then sends `unsolicited` on that connection, and answers "fresh" on the
+/// next: checks that the retry, on a second connection, got "fresh", and
+/// returns the result.
+coretry::http::result get_after_503_then(std::string unsolicited, client_harness& h) {
   hostile_server server({then_unsolicited("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
-                                          "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSTALE!"),
+                                          std::move(unsolicited)),
                          answers("fresh")});
-  client_harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/a");
+  coretry::http::result r = h.send(beast_http::verb::get, server.url() + "/a");
   REQUIRE(r.succeeded());
   CHECK(r.attempts == 2);
   CHECK(r.records[0].classified.category == "http_503");
   CHECK(r.value->res->body() == "fresh");
-  CHECK_FALSE(r.value->reused_connection);
   CHECK(server.connections() == 2);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("hostile: an unsolicited 200 after a 503 is never the retry's answer") {
+  client_harness h;
+  const auto r = get_after_503_then("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSTALE!", h);
+  CHECK_FALSE(r.value->reused_connection);
   CHECK(h.client.stats().stale_discarded == 1);
 }
 
 TEST_CASE("hostile: stray bytes after a 503 leave it a retryable 503") {
-  hostile_server server({then_unsolicited("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
-                                          "garbage"),
-                         answers("fresh")});
   client_harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/a");
-  REQUIRE(r.succeeded());
-  CHECK(r.attempts == 2);
-  CHECK(r.records[0].classified.category == "http_503");
-  CHECK(r.value->res->body() == "fresh");
-  CHECK(server.connections() == 2);
+  get_after_503_then("garbage", h);
 }
 
 TEST_CASE("hostile: a body sent after a HEAD response does not poison the next request") {

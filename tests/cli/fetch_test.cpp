@@ -188,9 +188,8 @@ TEST_CASE("cli: a drip-fed body is cut at the attempt deadline, not the idle lim
   CHECK(r.took < 3s);
 }
 
-TEST_CASE("cli: cancelled: SIGINT stops the request in flight, exit 15, no -o file left") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory,
+                  "cli: cancelled: SIGINT stops the request in flight, exit 15, no -o file left") {
   child_process child(program,
                       {"fetch", "--json", "-o", directory.file("book.json"), server.url("/status/200?delay=10000")});
   REQUIRE(eventually([&] { return server->log().size() == 1; })); // the request is in flight
@@ -215,9 +214,7 @@ TEST_CASE("cli: cancelled: SIGTERM during a backoff wait, exit 15") {
   CHECK(server->log().size() == 1);
 }
 
-TEST_CASE("cli: -o: written only on success, through a temporary file") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: written only on success, through a temporary file") {
   const std::string target = directory.file("book.json");
 
   auto r = run({"fetch", "-o", target, server.url("/status/200?body=first")});
@@ -237,9 +234,7 @@ TEST_CASE("cli: -o: written only on success, through a temporary file") {
   CHECK(directory.entries() == std::vector<std::string>{"book.json"});
 }
 
-TEST_CASE("cli: -X, -H and -d reach the server as given, and -d @FILE reads a file") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -X, -H and -d reach the server as given, and -d @FILE reads a file") {
   const std::string payload = directory.file("order.json");
   std::ofstream(payload, std::ios::binary) << "{\"book\":42}\n";
 

@@ -104,9 +104,7 @@ long children_max_rss_kib() {
 
 } // namespace
 
-TEST_CASE("cli: -o: a new file gets mode 0666 & ~umask") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: a new file gets mode 0666 & ~umask") {
   const std::string target = directory.file("new.txt");
   run_result r;
   {
@@ -120,9 +118,7 @@ TEST_CASE("cli: -o: a new file gets mode 0666 & ~umask") {
   CHECK(directory.entries() == std::vector<std::string>{"new.txt"});
 }
 
-TEST_CASE("cli: -o: an existing 0600 file is written in place: same inode, same mode") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: an existing 0600 file is written in place: same inode, same mode") {
   const std::string target = directory.file("secret.txt");
   write_file(target, "an older and much longer content", 0600);
   const struct stat before = status_of(target);
@@ -136,9 +132,7 @@ TEST_CASE("cli: -o: an existing 0600 file is written in place: same inode, same 
   CHECK(directory.entries() == std::vector<std::string>{"secret.txt"});
 }
 
-TEST_CASE("cli: -o: a hard link to the target stays shared") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: a hard link to the target stays shared") {
   const std::string target = directory.file("data.txt");
   const std::string alias = directory.file("alias.txt");
   write_file(target, "old", 0644);
@@ -151,9 +145,7 @@ TEST_CASE("cli: -o: a hard link to the target stays shared") {
   CHECK(status_of(target).st_ino == status_of(alias).st_ino);
 }
 
-TEST_CASE("cli: -o: through a symlink the target is written and the link stays") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: through a symlink the target is written and the link stays") {
   const std::string real = directory.file("real.txt");
   const std::string link = directory.file("link.txt");
   write_file(real, "old", 0600);

@@ -47,6 +47,13 @@ private:
   std::string path_;
 };
 
+/// What the cases that write files start from: a fault server and an empty
+/// directory.
+struct server_and_directory {
+  server_thread server;
+  temporary_directory directory;
+};
+
 } // namespace cli_tests
 
 #endif

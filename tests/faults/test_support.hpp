@@ -32,6 +32,8 @@ using namespace std::chrono_literals;
 
 using http_response = http::response<http::string_body>;
 using http_request = http::request<http::string_body>;
+using coretry::test::eventually;
+using coretry::test::server_thread;
 
 struct tls_client_options {
   std::string ca_pem; ///< The only CA trusted.
@@ -84,10 +86,14 @@ private:
   beast::flat_buffer buffer_;
 };
 
-http_request make_request(http::verb method, std::string_view target, std::string body = {});
+/// What most cases start from: a fault server with the default options and
+/// a client for it (connecting on its first request).
+struct server_and_client {
+  server_thread server;
+  test_client client{server->port()};
+};
 
-using coretry::test::eventually;
-using coretry::test::server_thread;
+http_request make_request(http::verb method, std::string_view target, std::string body = {});
 
 } // namespace fault_tests
 

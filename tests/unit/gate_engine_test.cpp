@@ -251,10 +251,10 @@ TEST_CASE("gate engine: a held retry takes no budget token, and the bucket still
 }
 
 TEST_CASE("gate engine: a server's delay stays a minimum, the gate's slot can make it longer") {
+  gated_run t;
+  close_and_take_three_slots(t.gate);
+  fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
   SUBCASE("slot after the server's delay") {
-    gated_run t;
-    close_and_take_three_slots(t.gate);
-    fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
     t.start(gated_policy(), dependency.factory(), status_classifier{150ms});
     t.runner.run();
     // 503 at 10 ms, Retry-After 150 ms: asks at 160 ms, held until its slot at 300 ms.
@@ -264,9 +264,6 @@ TEST_CASE("gate engine: a server's delay stays a minimum, the gate's slot can ma
     CHECK(t.results[0]->reason == stop_reason::succeeded);
   }
   SUBCASE("server's delay after the slot") {
-    gated_run t;
-    close_and_take_three_slots(t.gate);
-    fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
     t.start(gated_policy(), dependency.factory(), status_classifier{500ms});
     t.runner.run();
     // Asks at 510 ms: the next slot (300 ms) is past, so it goes at once.

@@ -68,6 +68,24 @@ struct harness : coretry_tests::blocking_client {
   leased_during_backoff watch{client};
 };
 
+/// What most cases start from: a fault server and a client.
+struct server_and_harness {
+  server_thread server;
+  harness h;
+};
+
+/// GETs `url`, an answer whose Retry-After asks for `delay` and then a 200:
+/// checks that the retry waited the server's delay, and no more than the
+/// spread, which is ours and small.
+void check_waits_for_server(harness& h, const std::string& url, coretry::duration delay) {
+  const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+  CHECK(r.reason == stop_reason::succeeded);
+  REQUIRE(r.records.size() == 2);
+  CHECK(r.records[1].wait_from == coretry::wait_source::server);
+  CHECK(r.records[1].wait_before >= delay);
+  CHECK(r.records[1].wait_before <= delay + 10ms);
+}
+
 unsigned short closed_port() {
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
@@ -85,9 +103,7 @@ std::string write_temp(const std::string& content) {
 
 } // namespace
 
-TEST_CASE("success with keep-alive reuse") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "success with keep-alive reuse") {
   const auto first = h.send(beast_http::verb::get, server->base_url() + "/status/200", h.with_policy());
   const auto second = h.send(beast_http::verb::get, server->base_url() + "/status/200?body=again", h.with_policy());
   CHECK(first.reason == stop_reason::succeeded);
@@ -99,9 +115,8 @@ TEST_CASE("success with keep-alive reuse") {
   CHECK(h.client.stats().idle == 1);
 }
 
-TEST_CASE("one client, many URLs in turn: each request goes where its own URL says, and a bad one is refused") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness,
+                  "one client, many URLs in turn: each request goes where its own URL says, and a bad one is refused") {
   const std::string base = server->base_url() + "/status/200";
   auto body_of = [&](const std::string& url) {
     const auto r = h.send(beast_http::verb::get, url, h.with_policy());
@@ -124,9 +139,7 @@ TEST_CASE("one client, many URLs in turn: each request goes where its own URL sa
   CHECK(body_of(base + "?body=three") == "three");
 }
 
-TEST_CASE("502 then 200, and no connection is leased during a backoff sleep") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "502 then 200, and no connection is leased during a backoff sleep") {
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/a?steps=502,200", h.with_policy());
   CHECK(r.reason == stop_reason::succeeded);
   CHECK(r.attempts == 2);
@@ -136,34 +149,16 @@ TEST_CASE("502 then 200, and no connection is leased during a backoff sleep") {
   CHECK(h.watch.seen[0] == 0);
 }
 
-TEST_CASE("429 with Retry-After: 1 waits at least the server's second") {
-  server_thread server;
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/b?steps=429;retry-after=1,200",
-                        h.with_policy());
-  CHECK(r.reason == stop_reason::succeeded);
-  REQUIRE(r.records.size() == 2);
-  CHECK(r.records[1].wait_from == coretry::wait_source::server);
-  CHECK(r.records[1].wait_before >= 1s);
-  CHECK(r.records[1].wait_before <= 1s + 10ms); // the spread is ours and small
+TEST_CASE_FIXTURE(server_and_harness, "429 with Retry-After: 1 waits at least the server's second") {
+  check_waits_for_server(h, server->base_url() + "/seq/b?steps=429;retry-after=1,200", 1s);
 }
 
-TEST_CASE("503 with an HTTP-date Retry-After is measured against the server's Date") {
-  server_thread server;
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/c?steps=503;retry-after-date=%2B2,200",
-                        h.with_policy());
-  CHECK(r.reason == stop_reason::succeeded);
-  REQUIRE(r.records.size() == 2);
-  CHECK(r.records[1].wait_from == coretry::wait_source::server);
+TEST_CASE_FIXTURE(server_and_harness, "503 with an HTTP-date Retry-After is measured against the server's Date") {
   // Date and Retry-After come from the same server clock: exactly 2 s apart.
-  CHECK(r.records[1].wait_before >= 2s);
-  CHECK(r.records[1].wait_before <= 2s + 10ms);
+  check_waits_for_server(h, server->base_url() + "/seq/c?steps=503;retry-after-date=%2B2,200", 2s);
 }
 
-TEST_CASE("a Retry-After beyond the deadline stops at once") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a Retry-After beyond the deadline stops at once") {
   coretry::policy p = loopback_policy();
   p.overall_deadline = 1s;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/503?retry-after=1", h.with_policy(p));
@@ -204,9 +199,7 @@ TEST_CASE("a read-inactivity limit cuts a silent server") {
   CHECK(r.records[0].end < 2s); // well before the attempt's own 2 s limit
 }
 
-TEST_CASE("a server that hangs after the headers times out and is not reused") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a server that hangs after the headers times out and is not reused") {
   coretry::policy p = loopback_policy();
   p.max_attempts = 2;
   p.attempt_limit = 200ms;
@@ -275,9 +268,7 @@ TEST_CASE("a GET on a connection the server closed goes again on a fresh one, wi
   CHECK((*t.server)->log().size() == 1);
 }
 
-TEST_CASE("a POST that times out is not retried") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a POST that times out is not retried") {
   coretry::policy p = loopback_policy();
   p.attempt_limit = 250ms;
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/status/200?delay=1000", h.with_policy(p), "{}");
@@ -286,9 +277,7 @@ TEST_CASE("a POST that times out is not retried") {
   CHECK(server->log().size() == 1);
 }
 
-TEST_CASE("a POST with an Idempotency-Key is retried with the same key and payload") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a POST with an Idempotency-Key is retried with the same key and payload") {
   auto options = h.with_policy();
   options.generate_idempotency_key = true;
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/seq/p?steps=503,200", options, "{\"book\":42}");
@@ -303,17 +292,14 @@ TEST_CASE("a POST with an Idempotency-Key is retried with the same key and paylo
   CHECK(log[0].body_length == log[1].body_length);
 }
 
-TEST_CASE("a POST without a key is not retried after a 503") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a POST without a key is not retried after a 503") {
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/seq/q?steps=503,200", h.with_policy(), "{}");
   CHECK(r.reason == stop_reason::rejected);
   CHECK(r.attempts == 1);
 }
 
-TEST_CASE("the seed's extra rules: out of credits and a refused scraper target are permanent") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness,
+                  "the seed's extra rules: out of credits and a refused scraper target are permanent") {
   auto options = h.with_policy();
   options.classifiers.push_back(coretry::http::permanent_429_when_header("x-api-remaining-credits", "0"));
   options.classifiers.push_back(
@@ -338,9 +324,7 @@ TEST_CASE("the seed's extra rules: out of credits and a refused scraper target a
   }
 }
 
-TEST_CASE("the validation hook turns a wrong 200 into a clear permanent error") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "the validation hook turns a wrong 200 into a clear permanent error") {
   auto options = h.with_policy();
   options.validate = [](const coretry::http::response& res) -> std::optional<std::string> {
     if (res.body().size() != 40)
@@ -671,9 +655,7 @@ TEST_CASE("an IPv6 address needs no lookup and is its own Host") {
   CHECK(host_seen);
 }
 
-TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "the decorator sets per-attempt headers on each attempt's own copy") {
   auto options = h.with_policy();
   std::vector<std::chrono::milliseconds> allowances;
   options.decorate = [&](coretry::http::request& req, const coretry::attempt_context<std::chrono::steady_clock>& c) {
@@ -703,9 +685,7 @@ TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
   CHECK(server->log().size() == 2); // never sent
 }
 
-TEST_CASE("credentials never reach the server log in clear, other fields do") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "credentials never reach the server log in clear, other fields do") {
   coretry::http::request req(beast_http::verb::get, "", 11);
   req.set(beast_http::field::authorization, "Bearer s3cret");
   req.set("X-Api-Key", "k3y");

@@ -563,6 +563,19 @@ private:
   std::thread thread_;
 };
 
+/// GETs what a canned server answers with `answer` (ending the connection
+/// after it with `close_after`): checks that the body read was `body` and
+/// that the connection was not kept in the pool.
+void check_read_and_not_pooled(std::string answer, bool close_after, const std::string& body) {
+  canned_server server({std::move(answer)}, close_after);
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
+  REQUIRE(r.succeeded());
+  CHECK(r.value->res->body() == body);
+  CHECK(h.client.stats().idle == 0);
+  CHECK(h.client.stats().open == 0);
+}
+
 } // namespace
 
 TEST_CASE("interim 1xx responses are skipped, and the final response is the request's own") {
@@ -581,23 +594,12 @@ TEST_CASE("interim 1xx responses are skipped, and the final response is the requ
 }
 
 TEST_CASE("a connection with bytes beyond the response is closed, not pooled") {
-  canned_server server({"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"});
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
-  REQUIRE(r.succeeded());
-  CHECK(r.value->res->body() == "ok");
-  CHECK(h.client.stats().idle == 0);
-  CHECK(h.client.stats().open == 0);
+  check_read_and_not_pooled(
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale", false, "ok");
 }
 
 TEST_CASE("a body that ends with the connection is read whole, and the connection is not pooled") {
-  canned_server server({"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end"}, true);
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
-  REQUIRE(r.succeeded());
-  CHECK(r.value->res->body() == "until the end");
-  CHECK(h.client.stats().idle == 0);
-  CHECK(h.client.stats().open == 0);
+  check_read_and_not_pooled("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end", true, "until the end");
 }
 
 TEST_CASE("a request that asks to close its connection does not leave it in the pool") {

@@ -86,6 +86,20 @@ void check_waits_for_server(harness& h, const std::string& url, coretry::duratio
   CHECK(r.records[1].wait_before <= delay + 10ms);
 }
 
+/// GETs `target` from a fault server with a client made with `options`, one
+/// of whose limits the response is over: checks that it was rejected as
+/// response_too_large, with no retry, and returns the client's pool
+/// afterwards.
+coretry::http::pool_stats get_over_limit(coretry::http::client_options options, const std::string& target) {
+  server_thread server;
+  harness h(std::move(options));
+  const auto r = h.send(beast_http::verb::get, server->base_url() + target, h.with_policy());
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.records[0].classified.category == "response_too_large");
+  CHECK(server->log().size() == 1);
+  return h.client.stats();
+}
+
 unsigned short closed_port() {
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
@@ -338,28 +352,15 @@ TEST_CASE_FIXTURE(server_and_harness, "the validation hook turns a wrong 200 int
 }
 
 TEST_CASE("a response over the body limit is permanent, never retried") {
-  server_thread server;
   coretry::http::client_options options;
   options.body_limit = 10;
-  harness h(options);
-  const auto r = h.send(beast_http::verb::get,
-                        server->base_url() + "/status/200?body=0123456789abcdefghijklmnopqrstuvwxyz", h.with_policy());
-  CHECK(r.reason == stop_reason::rejected);
-  CHECK(r.records[0].classified.category == "response_too_large");
-  CHECK(server->log().size() == 1);
+  get_over_limit(options, "/status/200?body=0123456789abcdefghijklmnopqrstuvwxyz");
 }
 
 TEST_CASE("response headers over the header limit are permanent, never retried") {
-  server_thread server;
   coretry::http::client_options options;
   options.header_limit = 1024;
-  harness h(options);
-  const auto r = h.send(beast_http::verb::get,
-                        server->base_url() + "/status/503?header=X-Padding:" + std::string(2000, 'x'), h.with_policy());
-  CHECK(r.reason == stop_reason::rejected);
-  CHECK(r.records[0].classified.category == "response_too_large");
-  CHECK(server->log().size() == 1);
-  CHECK(h.client.stats().open == 0);
+  CHECK(get_over_limit(options, "/status/503?header=X-Padding:" + std::string(2000, 'x')).open == 0);
 }
 
 TEST_CASE("HTTPS with the test CA succeeds and verifies the peer") {

@@ -4,8 +4,11 @@
 
 #include "bookstore/bookstore.hpp"
 
-#include "cli/process.hpp"
 #include "faults/hostile.hpp"
+#include "eventually.hpp"
+#include "policies.hpp"
+#include "program.hpp"
+#include "server_thread.hpp"
 #include "skip.hpp"
 #if CORETRY_BOOKSTORE_TESTS_REDIS
 #include "redis/redis_server.hpp"
@@ -27,7 +30,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
@@ -43,9 +45,14 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 namespace bookstore = coretry::bookstore;
 using namespace std::chrono_literals;
-using cli_tests::server_thread;
+using coretry::test::eventually;
+using coretry::test::listening_program;
+using coretry::test::server_thread;
 
 namespace {
+
+/// The bookstore program under test.
+const std::string bookstore_program = CORETRY_BOOKSTORE_PROGRAM;
 
 /// A bookstore on its own io_context, run by `threads` threads.
 class bookstore_runner {
@@ -111,17 +118,7 @@ std::optional<std::string> field(const coretry::faults::logged_request& r, std::
 }
 
 /// Fast retries with room: the counts, not the clock, are under test.
-coretry::policy quick_policy(unsigned attempts = 3) {
-  coretry::policy p;
-  p.max_attempts = attempts;
-  p.overall_deadline = 20s;
-  p.attempt_limit = 10s;
-  p.min_attempt_allowance = 100ms;
-  p.completion_reserve = 50ms;
-  p.backoff.initial_window = 1ms;
-  p.backoff.max_window = 2ms;
-  return p;
-}
+coretry::policy quick_policy() { return coretry::test::quick_policy(20s, 10s, 1ms); }
 
 bookstore::options options_for(const std::string& pricing_url, bool coordination = true) {
   bookstore::options o;
@@ -451,8 +448,8 @@ TEST_CASE("shutdown stops accepting, closes idle connections and cancels a sleep
   idle.connect({asio::ip::make_address("127.0.0.1"), port});
   std::optional<http_reply> reply;
   std::thread caller{[&] { reply = get(port, "/books/1"); }};
-  REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
-  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 2; }, 10s));
+  REQUIRE(eventually([&] { return pricing->log().size() == 1; }, 10s));
+  REQUIRE(eventually([&] { return store->open_connections() == 2; }, 10s));
 
   std::promise<void> closed;
   store->shutdown([&] { closed.set_value(); });
@@ -531,7 +528,7 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--send-timeout", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "many"}}) {
-    const auto result = cli_tests::run(args, 10s);
+    const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);
     CHECK(result.err.find("coretry-bookstore") != std::string::npos);
@@ -555,7 +552,7 @@ TEST_CASE("a bad --shared-state URL, prefix or period exits 2 naming it, and nev
         bad{{"--shared-state", "redis://127.0.0.1:6379", "--reconcile-period", "0"}, "reconcile-period"}}) {
     std::vector<std::string> args{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:1/"};
     args.insert(args.end(), b.args.begin(), b.args.end());
-    const auto result = cli_tests::run(args, 10s);
+    const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(b.args.back());
     CAPTURE(result.err);
     CHECK(result.status == 2);
@@ -593,18 +590,14 @@ TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the pro
                                   "--threads", "2", "--max-deadline", "60000", "--attempt-timeout", "40000",
                                   "--shutdown-grace", "300"};
     args.insert(args.end(), s.extra.begin(), s.extra.end());
-    cli_tests::child_process child{args};
-    const auto line = child.read_line(10s);
-    REQUIRE(line);
-    REQUIRE(line->starts_with("listening on http://"));
-    const auto port = port_of(*line);
+    listening_program store{bookstore_program, args};
+    const auto port = store.port();
 
     std::optional<http_reply> reply;
     std::thread caller{[&] { reply = get(port, "/books/1"); }};
-    REQUIRE(cli_tests::eventually([&] { return pricing->log().size() == 1; }, 10s));
+    REQUIRE(eventually([&] { return pricing->log().size() == 1; }, 10s));
     const auto signalled = std::chrono::steady_clock::now();
-    child.send(SIGTERM);
-    const auto result = child.finish(20s);
+    const auto result = store.stop(SIGTERM, 20s);
     const auto took = std::chrono::steady_clock::now() - signalled;
     caller.join();
     CAPTURE(result.err);
@@ -620,12 +613,10 @@ TEST_CASE("SIGTERM cancels a backoff sleep and an attempt in flight, and the pro
 }
 
 TEST_CASE("the program's --header-timeout and --keep-alive-timeout reach its server") {
-  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:9/{id}",
-                                  "--header-timeout", "300", "--keep-alive-timeout", "400", "--max-clients", "8"}};
-  const auto line = child.read_line(10s);
-  REQUIRE(line);
-  REQUIRE(line->starts_with("listening on http://"));
-  const auto port = port_of(*line);
+  listening_program store{bookstore_program, {"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:9/{id}",
+                                              "--header-timeout", "300", "--keep-alive-timeout", "400",
+                                              "--max-clients", "8"}};
+  const auto port = store.port();
   {
     hostile::raw_connection silent{port};
     const hostile::ending end = silent.wait_for_end(3s);
@@ -642,8 +633,7 @@ TEST_CASE("the program's --header-timeout and --keep-alive-timeout reach its ser
     CHECK(end.elapsed >= 350ms);
     CHECK(end.elapsed < 2s);
   }
-  child.send(SIGTERM);
-  CHECK(child.finish(10s).status == 0);
+  CHECK(store.stop(SIGTERM, 10s).status == 0);
 }
 
 TEST_CASE("the deadline header is a number: leading zeros count, too many digits clamp, anything else is 400") {
@@ -863,22 +853,8 @@ TEST_CASE("hostile clients: at the connection cap new clients wait without spinn
   bookstore::options o = options_for("http://127.0.0.1:9/{id}");
   o.max_clients = 3;
   bookstore_runner store{o};
-  const auto port = port_of(store->base_url());
-  std::vector<std::unique_ptr<hostile::raw_connection>> hogs;
-  for (int i = 0; i < 3; ++i) hogs.push_back(std::make_unique<hostile::raw_connection>(port));
-  const auto deadline = hostile::clock::now() + 3s;
-  while (store->open_connections() < 3 && hostile::clock::now() < deadline) std::this_thread::sleep_for(10ms);
-  REQUIRE(store->open_connections() == 3);
-
-  hostile::raw_connection waiting{port};
-  REQUIRE(waiting.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
-  const auto cpu = hostile::cpu_used_over(1s);
-  CHECK(waiting.read_response(300ms).empty());
-  CHECK(store->open_connections() == 3);
-  CHECK(cpu < 200ms);
-
-  hogs.pop_back();
-  CHECK(waiting.read_response(3s).starts_with("HTTP/1.1 200 "));
+  hostile::check_waiting_at_cap(port_of(store->base_url()), 3, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+                                [&] { return store->open_connections(); });
 }
 
 TEST_CASE("hostile clients: at the cap, idle kept-alive connections are closed oldest first to admit new clients") {
@@ -969,30 +945,10 @@ TEST_CASE("hostile clients: at the cap, with a client waiting, a stalled respons
 }
 
 TEST_CASE("hostile clients: out of descriptors, the accept loop pauses instead of spinning and serves again") {
-  if (hostile::sanitized) {
-    // The sanitizers' runtime opens a pipe to check a polymorphic call it has
-    // not seen before; with no descriptor free it reports the call as bad.
-    coretry::test::skip_test("the sanitizer runtime needs free descriptors; runs in the dev and release presets");
-    return;
-  }
+  if (!hostile::can_run_out_of_descriptors()) return;
   bookstore_runner store{options_for("http://127.0.0.1:9/{id}")};
-  const auto port = port_of(store->base_url());
-  hostile::raw_connection blocked{port, false};
-  bool exhausted = false, sent = false, served_meanwhile = true;
-  std::chrono::microseconds cpu{};
-  {
-    const hostile::descriptors_exhausted no_descriptors;
-    exhausted = no_descriptors.exhausted();
-    // In the backlog; each accept fails with EMFILE.
-    sent = blocked.try_connect() && blocked.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-    cpu = hostile::cpu_used_over(1s);
-    served_meanwhile = !blocked.read_response(100ms).empty();
-  }
-  REQUIRE(exhausted);
-  REQUIRE(sent);
-  CHECK(cpu < 250ms);
-  CHECK_FALSE(served_meanwhile);
-  const std::string response = blocked.read_response(3s);
+  const std::string response = hostile::request_while_out_of_descriptors(port_of(store->base_url()),
+                                                                         "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   CHECK(response.starts_with("HTTP/1.1 200 "));
   CHECK(metric(store->metrics(), "bookstore_accept_errors_total") >= 1);
 }
@@ -1006,14 +962,10 @@ TEST_CASE("two bookstores sharing one Redis stay within one budget's bound toget
   // two, 2 x (20 + 0.1 x 100) = 60. Sharing, the pair has one bucket:
   // 20 + 0.1 x 200 = 40.
   std::vector<std::unique_ptr<bookstore_runner>> stores;
-  auto problems = std::make_shared<std::vector<std::string>>();
-  auto problems_mutex = std::make_shared<std::mutex>();
+  redis_tests::problems told;
   for (int i = 0; i < 2; ++i) {
     bookstore::options o = options_for(pricing.url("/status/503"));
-    o.on_shared_state_problem = [problems, problems_mutex](std::string_view p) {
-      std::lock_guard lock(*problems_mutex);
-      problems->emplace_back(p);
-    };
+    o.on_shared_state_problem = told.callback();
     o.gate = false;
     o.shared_state = redis->url();
     o.shared_state_prefix = "pair";
@@ -1024,7 +976,7 @@ TEST_CASE("two bookstores sharing one Redis stay within one budget's bound toget
     stores.push_back(std::make_unique<bookstore_runner>(o, 2));
   }
   for (auto& store : stores)
-    REQUIRE(redis_tests::eventually([&] { return metric((*store)->metrics(), "coretry_shared_state_up") == 1; }));
+    REQUIRE(eventually([&] { return metric((*store)->metrics(), "coretry_shared_state_up") == 1; }));
   constexpr int per_store = 100;
   std::vector<std::thread> callers;
   std::atomic<int> answered{0};
@@ -1040,8 +992,7 @@ TEST_CASE("two bookstores sharing one Redis stay within one budget's bound toget
   MESSAGE("pricing calls: " << calls);
   CHECK(calls >= 2 * per_store);
   CHECK(calls <= 2 * per_store + 40);
-  std::lock_guard lock(*problems_mutex);
-  for (const auto& p : *problems) MESSAGE("shared state problem: " << p);
+  for (const auto& p : told.all()) MESSAGE("shared state problem: " << p);
   for (auto& store : stores) CHECK(metric((*store)->metrics(), "coretry_shared_state_fallbacks_total") == 0);
 }
 
@@ -1049,13 +1000,10 @@ TEST_CASE("the program with a refused Redis password says so once, never shows i
   REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{"the-right-one"});
   server_thread pricing;
   const std::string wrong = "not-the-password-42";
-  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
-                                  "--shared-state",
-                                  "redis://:" + wrong + "@127.0.0.1:" + std::to_string(redis->port())}};
-  const auto line = child.read_line(10s);
-  REQUIRE(line);
-  REQUIRE(line->starts_with("listening on http://"));
-  const auto port = port_of(*line);
+  listening_program store{bookstore_program,
+                          {"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
+                           "--shared-state", "redis://:" + wrong + "@127.0.0.1:" + std::to_string(redis->port())}};
+  const auto port = store.port();
   CHECK(get(port, "/books/1").status == 200);
   // A second or two of reconnecting, each refused the same way.
   std::this_thread::sleep_for(1500ms);
@@ -1063,8 +1011,7 @@ TEST_CASE("the program with a refused Redis password says so once, never shows i
   CHECK(metric(metrics, "coretry_shared_state_up") == 0);
   CHECK(metric(metrics, "coretry_shared_state_fallbacks_total") == 1);
   CHECK(get(port, "/books/2").status == 200);
-  child.send(SIGTERM);
-  const auto result = child.finish(20s);
+  const auto result = store.stop(SIGTERM, 20s);
   CHECK(result.status == 0);
   CAPTURE(result.err);
   int told = 0;
@@ -1080,20 +1027,18 @@ TEST_CASE("the program takes the Redis password from CORETRY_REDIS_PASSWORD and 
   REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{"from-the-environment"});
   server_thread pricing;
   ::setenv("CORETRY_REDIS_PASSWORD", "from-the-environment", 1);
-  cli_tests::child_process child{{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
-                                  "--shared-state", "redis://127.0.0.1:" + std::to_string(redis->port()),
-                                  "--shared-state-prefix", "env"}};
+  listening_program store{bookstore_program,
+                          {"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/200"), "--threads", "1",
+                           "--shared-state", "redis://127.0.0.1:" + std::to_string(redis->port()),
+                           "--shared-state-prefix", "env"}};
   ::unsetenv("CORETRY_REDIS_PASSWORD");
-  const auto line = child.read_line(10s);
-  REQUIRE(line);
-  const auto port = port_of(*line);
-  CHECK(redis_tests::eventually([&] { return metric(get(port, "/metrics").body, "coretry_shared_state_up") == 1; }));
+  const auto port = store.port();
+  CHECK(eventually([&] { return metric(get(port, "/metrics").body, "coretry_shared_state_up") == 1; }));
   CHECK(get(port, "/books/1").status == 200);
   const auto keys = redis->command({"KEYS", "env:{pricing}:*"});
   REQUIRE(keys);
   CHECK(keys->elements.size() >= 1);
-  child.send(SIGTERM);
-  const auto result = child.finish(20s);
+  const auto result = store.stop(SIGTERM, 20s);
   CHECK(result.status == 0);
   CHECK(result.err.find("from-the-environment") == std::string::npos);
 }

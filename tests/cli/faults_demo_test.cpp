@@ -20,37 +20,16 @@ using namespace cli_tests;
 namespace {
 
 /// `coretry faults` running as its own process.
-class faults_process {
-public:
-  explicit faults_process(std::vector<std::string> args) : child_(with_subcommand(std::move(args))) {
-    // TLS first generates its keys: allow for a slow machine.
-    const auto line = child_.read_line(15s);
-    REQUIRE(line);
-    const std::string prefix = "listening on ";
-    REQUIRE(line->starts_with(prefix));
-    base_url_ = line->substr(prefix.size());
-  }
-
-  const std::string& base_url() const { return base_url_; }
-  run_result stop(int signal) {
-    child_.send(signal);
-    return child_.finish(5s);
-  }
-
-private:
-  static std::vector<std::string> with_subcommand(std::vector<std::string> args) {
-    args.insert(args.begin(), "faults");
-    return args;
-  }
-
-  child_process child_;
-  std::string base_url_;
-};
+listening_program start_faults(std::vector<std::string> args) {
+  args.insert(args.begin(), "faults");
+  // TLS first generates its keys: allow for a slow machine.
+  return listening_program(program, std::move(args), 15s);
+}
 
 } // namespace
 
 TEST_CASE("cli: faults: announces its URL, serves scripts and its log, stops on SIGINT with 0") {
-  faults_process server({"--listen", "127.0.0.1:0"});
+  auto server = start_faults({"--listen", "127.0.0.1:0"});
   CHECK(server.base_url().starts_with("http://127.0.0.1:"));
 
   auto r = run({"fetch", server.base_url() + "/seq/s?steps=502,200;body=served"});
@@ -62,15 +41,15 @@ TEST_CASE("cli: faults: announces its URL, serves scripts and its log, stops on 
   const auto log = boost::json::parse(r.out).at("requests").as_array();
   CHECK(log.size() == 2);
 
-  const auto stopped = server.stop(SIGINT);
+  const auto stopped = server.stop(SIGINT, 5s);
   CHECK_FALSE(stopped.timed_out);
   CHECK(stopped.status == 0);
 }
 
 TEST_CASE("cli: faults --header-timeout closes a connection that sends no header in time") {
-  faults_process server({"--listen", "127.0.0.1:0", "--header-timeout", "0.3", "--keep-alive-timeout", "5",
-                         "--max-clients", "4"});
-  const auto port = static_cast<unsigned short>(std::stoul(server.base_url().substr(server.base_url().rfind(':') + 1)));
+  auto server = start_faults({"--listen", "127.0.0.1:0", "--header-timeout", "0.3", "--keep-alive-timeout", "5",
+                              "--max-clients", "4"});
+  const auto port = server.port();
   boost::asio::io_context io;
   boost::asio::ip::tcp::socket socket{io};
   socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
@@ -84,13 +63,13 @@ TEST_CASE("cli: faults --header-timeout closes a connection that sends no header
   CHECK(error == boost::asio::error::eof); // closed by the server, nothing sent
   CHECK(elapsed >= 250ms);
   CHECK(elapsed < 2s);
-  CHECK(server.stop(SIGTERM).status == 0);
+  CHECK(server.stop(SIGTERM, 5s).status == 0);
 }
 
 TEST_CASE("cli: faults --tls: fetch trusts the generated CA with --cacert, and only then") {
   temporary_directory directory;
   const std::string ca = directory.file("ca.pem");
-  faults_process server({"--tls", "--ca-out", ca, "--listen", "127.0.0.1:0"});
+  auto server = start_faults({"--tls", "--ca-out", ca, "--listen", "127.0.0.1:0"});
   CHECK(server.base_url().starts_with("https://127.0.0.1:"));
 
   auto r = run({"fetch", "--cacert", ca, server.base_url() + "/seq/tls?steps=503,200;body=secure"});
@@ -101,7 +80,7 @@ TEST_CASE("cli: faults --tls: fetch trusts the generated CA with --cacert, and o
   CHECK(r.status == 10); // certificate verification fails: permanent
   CHECK(std::string{r.json().at("category").as_string()} == "tls_verification");
 
-  const auto stopped = server.stop(SIGTERM);
+  const auto stopped = server.stop(SIGTERM, 5s);
   CHECK(stopped.status == 0);
 }
 

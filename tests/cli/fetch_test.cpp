@@ -11,18 +11,10 @@
 
 #include <csignal>
 #include <fstream>
-#include <sstream>
 
 using namespace cli_tests;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file{path, std::ios::binary};
-  std::ostringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
 
 std::string text(const boost::json::value& value) { return std::string{value.as_string()}; }
 
@@ -196,10 +188,10 @@ TEST_CASE("cli: a drip-fed body is cut at the attempt deadline, not the idle lim
   CHECK(r.took < 3s);
 }
 
-TEST_CASE("cli: cancelled: SIGINT stops the request in flight, exit 15, no -o file left") {
-  server_thread server;
-  temporary_directory directory;
-  child_process child({"fetch", "--json", "-o", directory.file("book.json"), server.url("/status/200?delay=10000")});
+TEST_CASE_FIXTURE(server_and_directory,
+                  "cli: cancelled: SIGINT stops the request in flight, exit 15, no -o file left") {
+  child_process child(program,
+                      {"fetch", "--json", "-o", directory.file("book.json"), server.url("/status/200?delay=10000")});
   REQUIRE(eventually([&] { return server->log().size() == 1; })); // the request is in flight
   child.send(SIGINT);
   const auto r = child.finish(5s);
@@ -212,7 +204,7 @@ TEST_CASE("cli: cancelled: SIGINT stops the request in flight, exit 15, no -o fi
 
 TEST_CASE("cli: cancelled: SIGTERM during a backoff wait, exit 15") {
   server_thread server;
-  child_process child({"fetch", "--json", server.url("/seq/wait?steps=503;retry-after=5,200")});
+  child_process child(program, {"fetch", "--json", server.url("/seq/wait?steps=503;retry-after=5,200")});
   REQUIRE(eventually([&] { return server->log().size() == 1; }));
   child.send(SIGTERM);
   const auto r = child.finish(5s);
@@ -222,9 +214,7 @@ TEST_CASE("cli: cancelled: SIGTERM during a backoff wait, exit 15") {
   CHECK(server->log().size() == 1);
 }
 
-TEST_CASE("cli: -o: written only on success, through a temporary file") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: written only on success, through a temporary file") {
   const std::string target = directory.file("book.json");
 
   auto r = run({"fetch", "-o", target, server.url("/status/200?body=first")});
@@ -244,9 +234,7 @@ TEST_CASE("cli: -o: written only on success, through a temporary file") {
   CHECK(directory.entries() == std::vector<std::string>{"book.json"});
 }
 
-TEST_CASE("cli: -X, -H and -d reach the server as given, and -d @FILE reads a file") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -X, -H and -d reach the server as given, and -d @FILE reads a file") {
   const std::string payload = directory.file("order.json");
   std::ofstream(payload, std::ios::binary) << "{\"book\":42}\n";
 
@@ -353,14 +341,15 @@ TEST_CASE("cli: the progress line: never on a pipe, shown on a terminal for a sl
     CHECK(r.err.empty());
   }
   SUBCASE("stderr is a terminal") {
-    child_process child({"fetch", server.url("/status/200?delay=900")}, {.stderr_on_terminal = true});
+    child_process child(program, {"fetch", server.url("/status/200?delay=900")}, {.stderr_on_terminal = true});
     const auto r = child.finish(10s);
     CHECK(r.status == 0);
     CHECK(r.err.find("attempt 1 of 3") != std::string::npos);
     CHECK(r.err.find("\r\x1b[K") != std::string::npos); // and erased again
   }
   SUBCASE("--no-progress on a terminal") {
-    child_process child({"fetch", "--no-progress", server.url("/status/200?delay=900")}, {.stderr_on_terminal = true});
+    child_process child(program, {"fetch", "--no-progress", server.url("/status/200?delay=900")},
+                        {.stderr_on_terminal = true});
     const auto r = child.finish(10s);
     CHECK(r.status == 0);
     CHECK(r.err.empty());

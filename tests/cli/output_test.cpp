@@ -17,9 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -31,13 +29,6 @@
 using namespace cli_tests;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file{path, std::ios::binary};
-  std::ostringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
 
 void write_file(const std::string& path, std::string_view content, mode_t mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -104,6 +95,23 @@ std::string read_fifo(const std::string& path) {
   return received;
 }
 
+/// What `fetch -o FIFO` did, and what was read from the FIFO meanwhile.
+struct fifo_run {
+  run_result run;
+  std::string received;
+};
+
+/// Makes a FIFO at `fifo` and runs `fetch -o FIFO url` while another thread
+/// reads it (a FIFO must be read as it is written).
+fifo_run fetch_into_fifo(const std::string& fifo, const std::string& url) {
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fifo_run out;
+  std::thread reader([&] { out.received = read_fifo(fifo); });
+  out.run = run({"fetch", "-o", fifo, url});
+  reader.join();
+  return out;
+}
+
 /// Largest resident set of the children waited for so far, in KiB.
 long children_max_rss_kib() {
   rusage usage{};
@@ -113,9 +121,7 @@ long children_max_rss_kib() {
 
 } // namespace
 
-TEST_CASE("cli: -o: a new file gets mode 0666 & ~umask") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: a new file gets mode 0666 & ~umask") {
   const std::string target = directory.file("new.txt");
   run_result r;
   {
@@ -129,9 +135,7 @@ TEST_CASE("cli: -o: a new file gets mode 0666 & ~umask") {
   CHECK(directory.entries() == std::vector<std::string>{"new.txt"});
 }
 
-TEST_CASE("cli: -o: an existing 0600 file is written in place: same inode, same mode") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: an existing 0600 file is written in place: same inode, same mode") {
   const std::string target = directory.file("secret.txt");
   write_file(target, "an older and much longer content", 0600);
   const struct stat before = status_of(target);
@@ -145,9 +149,7 @@ TEST_CASE("cli: -o: an existing 0600 file is written in place: same inode, same 
   CHECK(directory.entries() == std::vector<std::string>{"secret.txt"});
 }
 
-TEST_CASE("cli: -o: a hard link to the target stays shared") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: a hard link to the target stays shared") {
   const std::string target = directory.file("data.txt");
   const std::string alias = directory.file("alias.txt");
   write_file(target, "old", 0644);
@@ -160,9 +162,7 @@ TEST_CASE("cli: -o: a hard link to the target stays shared") {
   CHECK(status_of(target).st_ino == status_of(alias).st_ino);
 }
 
-TEST_CASE("cli: -o: through a symlink the target is written and the link stays") {
-  server_thread server;
-  temporary_directory directory;
+TEST_CASE_FIXTURE(server_and_directory, "cli: -o: through a symlink the target is written and the link stays") {
   const std::string real = directory.file("real.txt");
   const std::string link = directory.file("link.txt");
   write_file(real, "old", 0600);
@@ -188,17 +188,13 @@ TEST_CASE("cli: -o: through a symlink the target is written and the link stays")
 TEST_CASE("cli: -o: a FIFO is written directly, and stays a FIFO") {
   temporary_directory directory;
   const std::string fifo = directory.file("pipe");
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   const std::uint64_t size = 3 * 1024 * 1024; // more than a pipe holds: it must be read as it is written
   raw_server server([&](unsigned, int fd) { raw_server::send_pattern(fd, size); });
-  std::string received;
-  std::thread reader([&] { received = read_fifo(fifo); });
-  const auto r = run({"fetch", "-o", fifo, server.url("/big")});
-  reader.join();
-  INFO(r.err);
-  CHECK(r.status == 0);
-  CHECK(received.size() == size);
-  CHECK(received == pattern(size));
+  const fifo_run fed = fetch_into_fifo(fifo, server.url("/big"));
+  INFO(fed.run.err);
+  CHECK(fed.run.status == 0);
+  CHECK(fed.received.size() == size);
+  CHECK(fed.received == pattern(size));
   CHECK(S_ISFIFO(link_status_of(fifo).st_mode));
   CHECK(directory.entries() == std::vector<std::string>{"pipe"});
 }
@@ -218,17 +214,12 @@ TEST_CASE("cli: -o: a body cut short is retried into a file, but not once bytes 
     CHECK(read_file(target) == pattern(size));
   }
   SUBCASE("a FIFO: rejected after the first attempt, which said why") {
-    const std::string fifo = directory.file("pipe");
-    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    std::string received;
-    std::thread reader([&] { received = read_fifo(fifo); });
-    const auto r = run({"fetch", "-o", fifo, server.url("/cut")});
-    reader.join();
-    INFO(r.err);
-    CHECK(r.status == 10);
+    const fifo_run fed = fetch_into_fifo(directory.file("pipe"), server.url("/cut"));
+    INFO(fed.run.err);
+    CHECK(fed.run.status == 10);
     CHECK(server.requests() == 1);
-    CHECK(r.err.find("output_already_written") != std::string::npos);
-    CHECK(received == pattern(100 * 1024));
+    CHECK(fed.run.err.find("output_already_written") != std::string::npos);
+    CHECK(fed.received == pattern(100 * 1024));
   }
 }
 

@@ -7,16 +7,15 @@
 // (counted from 1 over the server's life) writes whatever bytes it likes to
 // the socket and returns; the connection is then closed.
 
+#include <loopback_listener.hpp>
+
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,34 +27,17 @@ public:
   /// `script(n, fd)`: answers request n on the connected socket `fd`.
   using script = std::function<void(unsigned request, int fd)>;
 
-  explicit raw_server(script answer) : answer_(std::move(answer)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listener_ < 0) throw std::runtime_error(std::string{"socket: "} + std::strerror(errno));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0; // any free port
-    socklen_t length = sizeof address;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(listener_, 16) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      const int error = errno;
-      ::close(listener_);
-      throw std::runtime_error(std::string{"bind/listen on 127.0.0.1: "} + std::strerror(error));
-    }
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
+  explicit raw_server(script answer) : answer_(std::move(answer)), thread_([this] { serve(); }) {}
 
   ~raw_server() {
     stopping_ = true;
     thread_.join();
-    ::close(listener_);
   }
   raw_server(const raw_server&) = delete;
   raw_server& operator=(const raw_server&) = delete;
 
   std::string url(std::string_view target) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + std::string{target};
+    return "http://127.0.0.1:" + std::to_string(listener_.port()) + std::string{target};
   }
   /// Requests whose header arrived.
   unsigned requests() const { return requests_; }
@@ -95,9 +77,7 @@ public:
 private:
   void serve() {
     while (!stopping_) {
-      pollfd ready{listener_, POLLIN, 0};
-      if (::poll(&ready, 1, 50) <= 0) continue;
-      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      const int fd = listener_.accept(50);
       if (fd < 0) continue;
       if (read_request_header(fd)) {
         const unsigned n = ++requests_;
@@ -124,8 +104,7 @@ private:
   }
 
   script answer_;
-  int listener_ = -1;
-  unsigned short port_ = 0;
+  coretry::test::loopback_listener listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<unsigned> requests_{0};
   std::thread thread_;

@@ -24,3 +24,18 @@ function(coretry_discover_tests target)
       -DBUILD_DIR=${CMAKE_BINARY_DIR}
       -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_discovery.cmake)
 endfunction()
+
+# coretry_test_suite(target SOURCES ... LIBRARIES ... [TEST_PREFIX p] [PROPERTIES ...])
+#
+# A suite's test executable: its sources, linked with its libraries and
+# doctest, built with -Wall -Wextra, and its cases registered with
+# coretry_discover_tests (TEST_PREFIX and PROPERTIES are passed on). What a
+# suite adds (precompiled headers, definitions, more warnings) it sets on the
+# target afterwards.
+function(coretry_test_suite target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TEST_PREFIX" "SOURCES;LIBRARIES;PROPERTIES")
+  add_executable(${target} ${arg_SOURCES})
+  target_link_libraries(${target} PRIVATE ${arg_LIBRARIES} doctest::doctest)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES})
+endfunction()

@@ -50,9 +50,7 @@ json::array logged_requests(test_client& client) {
 
 TEST_SUITE("fault server") {
 
-TEST_CASE("/status answers with the code, Retry-After verbatim and a Date") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "/status answers with the code, Retry-After verbatim and a Date") {
   const reply result = client.get("/status/503?retry-after=1");
   REQUIRE_FALSE(result.error);
   CHECK(result.response.result_int() == 503);
@@ -74,7 +72,7 @@ TEST_CASE("Date and a Retry-After date come from one reading of the server's clo
   options.clock = [readings] {
     return system_clock::time_point{std::chrono::seconds{1'700'000'000 + readings->fetch_add(1)}};
   };
-  running_server server{options};
+  server_thread server{options};
   test_client client{server->port()};
   for (int round = 0; round < 3; ++round) {
     const reply result = client.get("/status/503?retry-after-date=%2B2");
@@ -87,9 +85,7 @@ TEST_CASE("Date and a Retry-After date come from one reading of the server's clo
   }
 }
 
-TEST_CASE("percent=P fails about P% of requests at random and answers 200 to the rest") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "percent=P fails about P% of requests at random and answers 200 to the rest") {
   std::map<unsigned, int> seen;
   for (int i = 0; i < 400; ++i) {
     const reply result = client.get("/status/503?percent=50&delay=0");
@@ -108,9 +104,7 @@ TEST_CASE("percent=P fails about P% of requests at random and answers 200 to the
   }
 }
 
-TEST_CASE("retry-after-date is an IMF-fixdate that many seconds from now") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "retry-after-date is an IMF-fixdate that many seconds from now") {
   for (const int offset : {5, -5}) {
     CAPTURE(offset);
     const auto before = system_clock::now();
@@ -127,9 +121,7 @@ TEST_CASE("retry-after-date is an IMF-fixdate that many seconds from now") {
   }
 }
 
-TEST_CASE("header and body options shape the response") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "header and body options shape the response") {
   const reply result = client.get("/status/418?header=X-Test:one&header=X-Test:two&header=Content-Type:text/x-teapot"
                                   "&body=short%20and%20stout");
   REQUIRE_FALSE(result.error);
@@ -139,9 +131,7 @@ TEST_CASE("header and body options shape the response") {
   CHECK(result.response.body() == "short and stout");
 }
 
-TEST_CASE("a sequence answers step by step and then repeats its last step") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "a sequence answers step by step and then repeats its last step") {
   const std::string target = "/seq/x?steps=429;retry-after=1,502,200";
   std::vector<unsigned> statuses;
   for (int i = 0; i < 4; ++i) {
@@ -163,7 +153,7 @@ TEST_CASE("a sequence answers step by step and then repeats its last step") {
 }
 
 TEST_CASE("sequence steps may be bare keywords") {
-  running_server server;
+  server_thread server;
   const std::string target = "/seq/k?steps=close,reset,200;delay=50";
   test_client client{server->port()};
 
@@ -181,34 +171,26 @@ TEST_CASE("sequence steps may be bare keywords") {
   CHECK(delayed.elapsed >= 50ms);
 }
 
-TEST_CASE("close ends the connection without any response") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "close ends the connection without any response") {
   const reply result = client.get("/status/503?close");
   CAPTURE(result.error.message());
   CHECK(is_connection_lost(result.error));
 }
 
-TEST_CASE("reset aborts the connection with a TCP RST") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "reset aborts the connection with a TCP RST") {
   const reply result = client.get("/status/200?reset");
   CAPTURE(result.error.message());
   CHECK(result.error == asio::error::connection_reset);
 }
 
-TEST_CASE("delay holds the headers back") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "delay holds the headers back") {
   const reply result = client.get("/status/504?delay=150");
   REQUIRE_FALSE(result.error);
   CHECK(result.response.result_int() == 504);
   CHECK(result.elapsed >= 150ms);
 }
 
-TEST_CASE("drip sends its bytes one at a time, then the connection goes on") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "drip sends its bytes one at a time, then the connection goes on") {
   const reply result = client.get("/status/200?drip=5:20");
   REQUIRE_FALSE(result.error);
   CHECK(field(result.response, "Content-Length") == "5");
@@ -218,9 +200,7 @@ TEST_CASE("drip sends its bytes one at a time, then the connection goes on") {
   CHECK(client.get("/status/201").response.result_int() == 201);
 }
 
-TEST_CASE("hang-after-headers sends headers, then nothing until the client leaves") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "hang-after-headers sends headers, then nothing until the client leaves") {
   REQUIRE_FALSE(client.connect());
   REQUIRE_FALSE(client.write(make_request(http::verb::get, "/status/200?hang-after-headers")));
   http::response_parser<http::string_body> parser;
@@ -232,12 +212,10 @@ TEST_CASE("hang-after-headers sends headers, then nothing until the client leave
   CHECK(client.read_rest(parser) == beast::error::timeout);
   CHECK(server->open_connections() <= 1);
   client.close();
-  CHECK(eventually([&] { return server->open_connections() == 0; }));
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
 }
 
-TEST_CASE("HEAD gets the headers of the scripted response and no body") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "HEAD gets the headers of the scripted response and no body") {
   REQUIRE_FALSE(client.connect());
   REQUIRE_FALSE(client.write(make_request(http::verb::head, "/status/200?body=twelve%20bytes")));
   http::response_parser<http::string_body> parser;
@@ -249,9 +227,7 @@ TEST_CASE("HEAD gets the headers of the scripted response and no body") {
   CHECK(client.get("/status/202").response.result_int() == 202);
 }
 
-TEST_CASE("/_log records each request's method, target, Idempotency-Key and body length") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "/_log records each request's method, target, Idempotency-Key and body length") {
   http_request post = make_request(http::verb::post, "/status/201", "hello");
   post.set("Idempotency-Key", "key-1");
   REQUIRE_FALSE(client.exchange(post).error);
@@ -279,9 +255,7 @@ TEST_CASE("/_log records each request's method, target, Idempotency-Key and body
   CHECK(log[1].received >= log[0].received);
 }
 
-TEST_CASE("/_reset forgets sequences and the log") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "/_reset forgets sequences and the log") {
   const std::string target = "/seq/r?steps=500,200";
   CHECK(client.get(target).response.result_int() == 500);
   CHECK(client.get(target).response.result_int() == 200);
@@ -297,7 +271,7 @@ TEST_CASE("/_reset forgets sequences and the log") {
 TEST_CASE("the log keeps the most recent requests up to its limit and counts the rest") {
   coretry::faults::fault_server_options options;
   options.log_limit = 3;
-  running_server server{options};
+  server_thread server{options};
   test_client client{server->port()};
   for (int code = 201; code <= 205; ++code)
     CHECK(client.get("/status/" + std::to_string(code)).response.result_int() == code);
@@ -314,16 +288,14 @@ TEST_CASE("the log keeps the most recent requests up to its limit and counts the
   CHECK(server->log_dropped() == 0);
 
   options.log_limit = 0; // no log at all
-  running_server silent{options};
+  server_thread silent{options};
   test_client silent_client{silent->port()};
   CHECK(silent_client.get("/status/200").response.result_int() == 200);
   CHECK(silent->log().empty());
   CHECK(silent->log_dropped() == 1);
 }
 
-TEST_CASE("/echo returns what the client sent") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "/echo returns what the client sent") {
   http_request put = make_request(http::verb::put, "/echo?x=1", "payload");
   put.set("X-Custom", "value");
   const reply result = client.exchange(put);
@@ -338,9 +310,7 @@ TEST_CASE("/echo returns what the client sent") {
   CHECK(custom_seen);
 }
 
-TEST_CASE("bad scripts get a 400 naming the problem, on a connection that goes on") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "bad scripts get a 400 naming the problem, on a connection that goes on") {
   const std::pair<std::string_view, std::string_view> cases[] = {
       {"/status/abc", "status code 'abc' is not a number"},
       {"/status/600", "outside 100-599"},
@@ -369,7 +339,7 @@ TEST_CASE("bad scripts get a 400 naming the problem, on a connection that goes o
 }
 
 TEST_CASE("malformed or oversized requests are refused and the server goes on") {
-  running_server server;
+  server_thread server;
   const std::string_view malformed[] = {
       "THIS IS NOT HTTP\r\n\r\n",
       "GET /status/200 HTTP/9.9\r\n\r\n",
@@ -415,12 +385,10 @@ TEST_CASE("malformed or oversized requests are refused and the server goes on") 
   }
   test_client client{server->port()};
   CHECK(client.get("/status/200").response.result_int() == 200);
-  CHECK(eventually([&] { return server->open_connections() == 1; }));
+  CHECK(eventually([&] { return server->open_connections() == 1; }, 3s));
 }
 
-TEST_CASE("Expect: 100-continue is answered before the body is read") {
-  running_server server;
-  test_client client{server->port()};
+TEST_CASE_FIXTURE(server_and_client, "Expect: 100-continue is answered before the body is read") {
   REQUIRE_FALSE(client.connect());
   REQUIRE_FALSE(client.write_raw("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
   http_response interim;
@@ -434,7 +402,7 @@ TEST_CASE("Expect: 100-continue is answered before the body is read") {
 }
 
 TEST_CASE("an io_context run by several threads serves concurrent clients") {
-  running_server server{{}, 2};
+  server_thread server{{}, 2};
   constexpr int clients = 4;
   constexpr int requests_each = 25;
   std::vector<std::vector<unsigned>> statuses(clients);
@@ -453,11 +421,11 @@ TEST_CASE("an io_context run by several threads serves concurrent clients") {
   for (const auto& seen : statuses)
     for (const unsigned status : seen) first_steps += status != 500;
   CHECK(first_steps == 1);
-  CHECK(eventually([&] { return server->open_connections() == 0; })); // the clients have left
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s)); // the clients have left
 }
 
 TEST_CASE("stop() closes the acceptor and every connection, cancelling delays") {
-  running_server server;
+  server_thread server;
   test_client idle{server->port()};
   REQUIRE(idle.get("/status/200").response.result_int() == 200); // kept alive, now idle
 
@@ -473,7 +441,7 @@ TEST_CASE("stop() closes the acceptor and every connection, cancelling delays") 
   REQUIRE_FALSE(dripping.connect());
   REQUIRE_FALSE(dripping.write(make_request(http::verb::get, "/status/200?drip=1000:1000")));
 
-  REQUIRE(eventually([&] { return server->log().size() == 4; }));
+  REQUIRE(eventually([&] { return server->log().size() == 4; }, 3s));
   CHECK(server->open_connections() == 4);
 
   // The io_context runs dry only if no socket or timer of the server is left.

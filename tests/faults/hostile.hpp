@@ -4,8 +4,11 @@
 // What the hostile-client tests of both servers (the fault server here, the
 // bookstore in tests/bookstore) need: a raw, blocking loopback connection
 // that writes whatever it is told and reports how the server ended the
-// exchange, the process's memory and CPU time, and a way to run out of
-// descriptors for a while.
+// exchange, the process's memory and CPU time, and the checks both make of
+// a server at its connection cap and of one out of descriptors.
+
+#include <eventually.hpp>
+#include <skip.hpp>
 
 #include <doctest/doctest.h>
 
@@ -14,6 +17,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -235,6 +240,62 @@ private:
   std::vector<int> taken_;
   bool exhausted_ = false;
 };
+
+/// Opens `cap` connections to the server on `port`, which fill it to its cap,
+/// and sends `request` on one more: checks that the server neither accepts
+/// that one nor spins (less than 200 ms of CPU in a second) while they stay,
+/// and that it is served once one of them leaves. `open_connections` reads
+/// the server's count of connections.
+inline void check_waiting_at_cap(unsigned short port, std::size_t cap, std::string_view request,
+                                 const std::function<std::size_t()>& open_connections) {
+  std::vector<std::unique_ptr<raw_connection>> hogs;
+  for (std::size_t i = 0; i < cap; ++i) hogs.push_back(std::make_unique<raw_connection>(port));
+  REQUIRE(coretry::test::eventually([&] { return open_connections() == cap; }, 3s));
+
+  raw_connection waiting{port}; // completes in the kernel's backlog
+  REQUIRE(waiting.send(request));
+  const auto cpu = cpu_used_over(1s);
+  CHECK(waiting.read_response(300ms).empty()); // not accepted while at the cap
+  CHECK(open_connections() == cap);
+  CHECK(cpu < 200ms);
+
+  hogs.pop_back();
+  CHECK(waiting.read_response(3s).starts_with("HTTP/1.1 200 "));
+}
+
+/// Whether a test may run the process out of descriptors here; skips it
+/// (skip.hpp) under the sanitizers, whose runtime opens a pipe to check a
+/// polymorphic call it has not seen before and, with no descriptor free,
+/// reports the call as bad.
+inline bool can_run_out_of_descriptors() {
+  if (!sanitized) return true;
+  coretry::test::skip_test("the sanitizer runtime needs free descriptors; runs in the dev and release presets");
+  return false;
+}
+
+/// Connects to the server on `port` and sends `request` while the process
+/// can open no descriptor, so that every accept of the server's fails with
+/// EMFILE: checks that the server neither answers nor spins meanwhile (less
+/// than 250 ms of CPU in a second), then returns what it answers once
+/// descriptors are free again (within 3 s; empty if nothing).
+inline std::string request_while_out_of_descriptors(unsigned short port, std::string_view request) {
+  raw_connection blocked{port, false};
+  bool exhausted = false, sent = false, served_meanwhile = true;
+  std::chrono::microseconds cpu{};
+  {
+    const descriptors_exhausted no_descriptors;
+    exhausted = no_descriptors.exhausted();
+    // In the backlog; each accept fails with EMFILE.
+    sent = blocked.try_connect() && blocked.send(request);
+    cpu = cpu_used_over(1s);
+    served_meanwhile = !blocked.read_response(100ms).empty();
+  }
+  REQUIRE(exhausted);
+  REQUIRE(sent);
+  CHECK(cpu < 250ms);
+  CHECK_FALSE(served_meanwhile);
+  return blocked.read_response(3s);
+}
 
 /// The request line and header of a chunked POST whose first chunk-size line
 /// then never ends: `1;x=` followed by endless 'a's.

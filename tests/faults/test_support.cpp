@@ -9,34 +9,7 @@
 
 #include <openssl/ssl.h>
 
-#include <algorithm>
-
 namespace fault_tests {
-
-running_server::running_server(coretry::faults::fault_server_options options, unsigned threads) {
-  server_.emplace(io_, std::move(options));
-  for (unsigned i = 0; i < threads; ++i) {
-    std::packaged_task<void()> run{[this] { io_.run(); }};
-    finished_.push_back(run.get_future());
-    threads_.emplace_back(std::move(run));
-  }
-}
-
-running_server::~running_server() {
-  if (!stop_and_wait()) {
-    FAIL_CHECK("the server's io_context still had work after stop()");
-    io_.stop();
-  }
-  for (std::thread& thread : threads_) thread.join();
-}
-
-bool running_server::stop_and_wait(std::chrono::milliseconds timeout) {
-  server_->stop();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  return std::all_of(finished_.begin(), finished_.end(), [deadline](const std::future<void>& finished) {
-    return finished.wait_until(deadline) == std::future_status::ready;
-  });
-}
 
 test_client::test_client(unsigned short port, std::optional<tls_client_options> tls)
     : port_(port), tls_(std::move(tls)) {
@@ -152,15 +125,6 @@ http_request make_request(http::verb method, std::string_view target, std::strin
     request.prepare_payload();
   }
   return request;
-}
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 } // namespace fault_tests

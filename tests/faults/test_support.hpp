@@ -3,6 +3,9 @@
 
 #include "faults/fault_server.hpp"
 
+#include <eventually.hpp>
+#include <server_thread.hpp>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -11,7 +14,6 @@
 
 #include <chrono>
 #include <functional>
-#include <future>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -30,31 +32,8 @@ using namespace std::chrono_literals;
 
 using http_response = http::response<http::string_body>;
 using http_request = http::request<http::string_body>;
-
-/// A fault_server on its own io_context and thread, listening on loopback.
-class running_server {
-public:
-  /// Runs the io_context on `threads` threads.
-  explicit running_server(coretry::faults::fault_server_options options = {}, unsigned threads = 1);
-  /// Stops the server and joins its thread; an io_context still busy after a
-  /// few seconds fails the test instead of hanging it.
-  ~running_server();
-  running_server(const running_server&) = delete;
-  running_server& operator=(const running_server&) = delete;
-
-  coretry::faults::fault_server* operator->() { return &*server_; }
-  coretry::faults::fault_server& operator*() { return *server_; }
-
-  /// stop(), then waits for the io_context to run out of work, which it does
-  /// only once the server has closed every socket and cancelled every timer.
-  bool stop_and_wait(std::chrono::milliseconds timeout = 5s);
-
-private:
-  asio::io_context io_;
-  std::optional<coretry::faults::fault_server> server_;
-  std::vector<std::thread> threads_;
-  std::vector<std::future<void>> finished_;
-};
+using coretry::test::eventually;
+using coretry::test::server_thread;
 
 struct tls_client_options {
   std::string ca_pem; ///< The only CA trusted.
@@ -107,10 +86,14 @@ private:
   beast::flat_buffer buffer_;
 };
 
-http_request make_request(http::verb method, std::string_view target, std::string body = {});
+/// What most cases start from: a fault server with the default options and
+/// a client for it (connecting on its first request).
+struct server_and_client {
+  server_thread server;
+  test_client client{server->port()};
+};
 
-/// Polls `condition` until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 3s);
+http_request make_request(http::verb method, std::string_view target, std::string body = {});
 
 } // namespace fault_tests
 

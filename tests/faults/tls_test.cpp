@@ -30,11 +30,20 @@ fault_server_options tls_server(std::optional<coretry::faults::test_pki> pki = s
 
 // Connects to `server` trusting only `ca_pem`; returns the handshake's error
 // and OpenSSL's verdict on the certificate.
-std::pair<error_code, long> handshake(running_server& server, const std::string& ca_pem,
+std::pair<error_code, long> handshake(server_thread& server, const std::string& ca_pem,
                                       std::string host = "localhost") {
   test_client client{server->port(), tls_client_options{ca_pem, std::move(host)}};
   const error_code error = client.connect();
   return {error, client.verify_result()};
+}
+
+// Connects to `server` trusting its CA: checks that the handshake failed
+// certificate verification with OpenSSL's verdict `expected`.
+void check_verification_fails(server_thread& server, long expected) {
+  const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
+  CAPTURE(error.message());
+  CHECK(is_verification_failure(error));
+  CHECK(verdict == expected);
 }
 
 } // namespace
@@ -54,7 +63,7 @@ TEST_CASE("the generated PKI is PEM: a CA, a certificate and a PKCS#8 key") {
 }
 
 TEST_CASE("a client trusting the generated CA verifies localhost and 127.0.0.1") {
-  running_server server{tls_server()};
+  server_thread server{tls_server()};
   CHECK(server->base_url().starts_with("https://127.0.0.1:"));
   REQUIRE_FALSE(server->ca_certificate_pem().empty());
 
@@ -75,21 +84,15 @@ TEST_CASE("an expired certificate fails verification") {
   pki_options expired;
   expired.not_before = -std::chrono::hours{48};
   expired.not_after = -std::chrono::hours{24};
-  running_server server{tls_server(generate_test_pki(expired))};
-  const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
-  CAPTURE(error.message());
-  CHECK(is_verification_failure(error));
-  CHECK(verdict == X509_V_ERR_CERT_HAS_EXPIRED);
+  server_thread server{tls_server(generate_test_pki(expired))};
+  check_verification_fails(server, X509_V_ERR_CERT_HAS_EXPIRED);
 }
 
 TEST_CASE("a self-signed certificate fails verification against the CA") {
   pki_options self_signed;
   self_signed.signed_by_ca = false;
-  running_server server{tls_server(generate_test_pki(self_signed))};
-  const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
-  CAPTURE(error.message());
-  CHECK(is_verification_failure(error));
-  CHECK(verdict == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT);
+  server_thread server{tls_server(generate_test_pki(self_signed))};
+  check_verification_fails(server, X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT);
 }
 
 TEST_CASE("a certificate for another host name fails verification") {
@@ -97,11 +100,8 @@ TEST_CASE("a certificate for another host name fails verification") {
   other_host.dns_names = {"wrong.example"};
   other_host.ip_addresses = {};
   other_host.common_name = "wrong.example";
-  running_server server{tls_server(generate_test_pki(other_host))};
-  const auto [error, verdict] = handshake(server, server->ca_certificate_pem());
-  CAPTURE(error.message());
-  CHECK(is_verification_failure(error));
-  CHECK(verdict == X509_V_ERR_HOSTNAME_MISMATCH);
+  server_thread server{tls_server(generate_test_pki(other_host))};
+  check_verification_fails(server, X509_V_ERR_HOSTNAME_MISMATCH);
 
   // The same server, verified with the name it does carry, is fine.
   const auto [good_error, good_verdict] = handshake(server, server->ca_certificate_pem(), "wrong.example");
@@ -112,9 +112,9 @@ TEST_CASE("a certificate for another host name fails verification") {
 TEST_CASE("a failed handshake leaves no connection behind") {
   pki_options self_signed;
   self_signed.signed_by_ca = false;
-  running_server server{tls_server(generate_test_pki(self_signed))};
+  server_thread server{tls_server(generate_test_pki(self_signed))};
   CHECK(handshake(server, server->ca_certificate_pem()).first);
-  CHECK(eventually([&] { return server->open_connections() == 0; }));
+  CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
   REQUIRE(server.stop_and_wait());
   CHECK(server->open_connections() == 0);
 }

@@ -7,14 +7,16 @@
 #include <coretry/http/tls.hpp>
 #include <faults/fault_server.hpp>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 
 #include <doctest/doctest.h>
 
+#include "blocking_client.hpp"
 #include "hostile_server.hpp"
+#include "policies.hpp"
+#include "server_thread.hpp"
 #include "skip.hpp"
 
 #include <atomic>
@@ -31,32 +33,8 @@ using coretry::stop_reason;
 
 namespace {
 
-/// A fault server on its own thread.
-class server_thread {
-public:
-  explicit server_thread(coretry::faults::fault_server_options options = {}) : guard_(io_.get_executor()) {
-    server_.emplace(io_, std::move(options));
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~server_thread() { shut_down(); }
-
-  void shut_down() {
-    if (!thread_.joinable()) return;
-    server_->stop();
-    guard_.reset();
-    thread_.join();
-    server_.reset();
-  }
-
-  coretry::faults::fault_server& operator*() { return *server_; }
-  coretry::faults::fault_server* operator->() { return &*server_; }
-
-private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::optional<coretry::faults::fault_server> server_;
-  std::thread thread_;
-};
+using coretry::test::loopback_policy;
+using coretry::test::server_thread;
 
 /// Records what the pool held whenever the engine went to sleep.
 struct leased_during_backoff final : coretry::retry_observer {
@@ -68,48 +46,59 @@ struct leased_during_backoff final : coretry::retry_observer {
   std::vector<std::size_t> seen;
 };
 
-coretry::policy quick_policy() {
-  coretry::policy p;
-  p.overall_deadline = 5s;
-  p.attempt_limit = 2s;
-  p.min_attempt_allowance = 10ms;
-  p.completion_reserve = 0ms;
-  p.backoff.initial_window = 20ms;
-  p.backoff.max_window = 40ms;
-  p.server_delay_spread = 10ms;
-  return p;
-}
-
-struct harness {
-  explicit harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
+/// The blocking client, checking after each request that nothing stays
+/// leased, with an observer of what the pool held in backoff.
+struct harness : coretry_tests::blocking_client {
+  using blocking_client::blocking_client;
 
   coretry::http::result send(beast_http::verb method, const std::string& url,
-                             coretry::http::request_options options = {}, std::string body = {}) {
-    coretry::http::request req(method, "", 11);
-    req.body() = std::move(body);
-    std::optional<coretry::http::result> result;
-    client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
-      REQUIRE_FALSE(e);
-      result = std::move(r);
-    });
-    io.run();
-    io.restart();
-    REQUIRE(result);
+                             const coretry::http::request_options& options = {}, std::string body = {}) {
+    coretry::http::result r = blocking_client::send(method, url, options, std::move(body));
     CHECK(client.stats().leased == 0); // nothing is leased once a request is over
-    return std::move(*result);
+    return r;
   }
 
-  coretry::http::request_options with_policy(coretry::policy p = quick_policy()) {
+  coretry::http::request_options with_policy(coretry::policy p = loopback_policy()) {
     coretry::http::request_options o;
     o.policy = p;
     o.observer = &watch;
     return o;
   }
 
-  asio::io_context io;
-  coretry::http::client client;
   leased_during_backoff watch{client};
 };
+
+/// What most cases start from: a fault server and a client.
+struct server_and_harness {
+  server_thread server;
+  harness h;
+};
+
+/// GETs `url`, an answer whose Retry-After asks for `delay` and then a 200:
+/// checks that the retry waited the server's delay, and no more than the
+/// spread, which is ours and small.
+void check_waits_for_server(harness& h, const std::string& url, coretry::duration delay) {
+  const auto r = h.send(beast_http::verb::get, url, h.with_policy());
+  CHECK(r.reason == stop_reason::succeeded);
+  REQUIRE(r.records.size() == 2);
+  CHECK(r.records[1].wait_from == coretry::wait_source::server);
+  CHECK(r.records[1].wait_before >= delay);
+  CHECK(r.records[1].wait_before <= delay + 10ms);
+}
+
+/// GETs `target` from a fault server with a client made with `options`, one
+/// of whose limits the response is over: checks that it was rejected as
+/// response_too_large, with no retry, and returns the client's pool
+/// afterwards.
+coretry::http::pool_stats get_over_limit(coretry::http::client_options options, const std::string& target) {
+  server_thread server;
+  harness h(std::move(options));
+  const auto r = h.send(beast_http::verb::get, server->base_url() + target, h.with_policy());
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.records[0].classified.category == "response_too_large");
+  CHECK(server->log().size() == 1);
+  return h.client.stats();
+}
 
 unsigned short closed_port() {
   asio::io_context io;
@@ -128,9 +117,7 @@ std::string write_temp(const std::string& content) {
 
 } // namespace
 
-TEST_CASE("success with keep-alive reuse") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "success with keep-alive reuse") {
   const auto first = h.send(beast_http::verb::get, server->base_url() + "/status/200", h.with_policy());
   const auto second = h.send(beast_http::verb::get, server->base_url() + "/status/200?body=again", h.with_policy());
   CHECK(first.reason == stop_reason::succeeded);
@@ -142,9 +129,8 @@ TEST_CASE("success with keep-alive reuse") {
   CHECK(h.client.stats().idle == 1);
 }
 
-TEST_CASE("one client, many URLs in turn: each request goes where its own URL says, and a bad one is refused") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness,
+                  "one client, many URLs in turn: each request goes where its own URL says, and a bad one is refused") {
   const std::string base = server->base_url() + "/status/200";
   auto body_of = [&](const std::string& url) {
     const auto r = h.send(beast_http::verb::get, url, h.with_policy());
@@ -167,9 +153,7 @@ TEST_CASE("one client, many URLs in turn: each request goes where its own URL sa
   CHECK(body_of(base + "?body=three") == "three");
 }
 
-TEST_CASE("502 then 200, and no connection is leased during a backoff sleep") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "502 then 200, and no connection is leased during a backoff sleep") {
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/a?steps=502,200", h.with_policy());
   CHECK(r.reason == stop_reason::succeeded);
   CHECK(r.attempts == 2);
@@ -179,35 +163,17 @@ TEST_CASE("502 then 200, and no connection is leased during a backoff sleep") {
   CHECK(h.watch.seen[0] == 0);
 }
 
-TEST_CASE("429 with Retry-After: 1 waits at least the server's second") {
-  server_thread server;
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/b?steps=429;retry-after=1,200",
-                        h.with_policy());
-  CHECK(r.reason == stop_reason::succeeded);
-  REQUIRE(r.records.size() == 2);
-  CHECK(r.records[1].wait_from == coretry::wait_source::server);
-  CHECK(r.records[1].wait_before >= 1s);
-  CHECK(r.records[1].wait_before <= 1s + 10ms); // the spread is ours and small
+TEST_CASE_FIXTURE(server_and_harness, "429 with Retry-After: 1 waits at least the server's second") {
+  check_waits_for_server(h, server->base_url() + "/seq/b?steps=429;retry-after=1,200", 1s);
 }
 
-TEST_CASE("503 with an HTTP-date Retry-After is measured against the server's Date") {
-  server_thread server;
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/c?steps=503;retry-after-date=%2B2,200",
-                        h.with_policy());
-  CHECK(r.reason == stop_reason::succeeded);
-  REQUIRE(r.records.size() == 2);
-  CHECK(r.records[1].wait_from == coretry::wait_source::server);
+TEST_CASE_FIXTURE(server_and_harness, "503 with an HTTP-date Retry-After is measured against the server's Date") {
   // Date and Retry-After come from the same server clock: exactly 2 s apart.
-  CHECK(r.records[1].wait_before >= 2s);
-  CHECK(r.records[1].wait_before <= 2s + 10ms);
+  check_waits_for_server(h, server->base_url() + "/seq/c?steps=503;retry-after-date=%2B2,200", 2s);
 }
 
-TEST_CASE("a Retry-After beyond the deadline stops at once") {
-  server_thread server;
-  harness h;
-  coretry::policy p = quick_policy();
+TEST_CASE_FIXTURE(server_and_harness, "a Retry-After beyond the deadline stops at once") {
+  coretry::policy p = loopback_policy();
   p.overall_deadline = 1s;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/503?retry-after=1", h.with_policy(p));
   CHECK(r.reason == stop_reason::server_delay_too_long);
@@ -220,7 +186,7 @@ TEST_CASE("a drip-fed body is cut at the attempt deadline") {
   coretry::http::client_options options;
   options.idle_timeout = 500ms; // each byte arrives well inside it
   harness h(options);
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.max_attempts = 1;
   p.attempt_limit = 300ms;
   const auto start = std::chrono::steady_clock::now();
@@ -239,7 +205,7 @@ TEST_CASE("a read-inactivity limit cuts a silent server") {
   coretry::http::client_options options;
   options.idle_timeout = 100ms;
   harness h(options);
-  coretry::policy p = quick_policy();
+  coretry::policy p = loopback_policy();
   p.max_attempts = 1;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?hang-after-headers", h.with_policy(p));
   CHECK(r.reason == stop_reason::attempts_exhausted);
@@ -247,10 +213,8 @@ TEST_CASE("a read-inactivity limit cuts a silent server") {
   CHECK(r.records[0].end < 2s); // well before the attempt's own 2 s limit
 }
 
-TEST_CASE("a server that hangs after the headers times out and is not reused") {
-  server_thread server;
-  harness h;
-  coretry::policy p = quick_policy();
+TEST_CASE_FIXTURE(server_and_harness, "a server that hangs after the headers times out and is not reused") {
+  coretry::policy p = loopback_policy();
   p.max_attempts = 2;
   p.attempt_limit = 200ms;
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200?hang-after-headers", h.with_policy(p));
@@ -318,10 +282,8 @@ TEST_CASE("a GET on a connection the server closed goes again on a fresh one, wi
   CHECK((*t.server)->log().size() == 1);
 }
 
-TEST_CASE("a POST that times out is not retried") {
-  server_thread server;
-  harness h;
-  coretry::policy p = quick_policy();
+TEST_CASE_FIXTURE(server_and_harness, "a POST that times out is not retried") {
+  coretry::policy p = loopback_policy();
   p.attempt_limit = 250ms;
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/status/200?delay=1000", h.with_policy(p), "{}");
   CHECK(r.reason == stop_reason::outcome_unknown);
@@ -329,9 +291,7 @@ TEST_CASE("a POST that times out is not retried") {
   CHECK(server->log().size() == 1);
 }
 
-TEST_CASE("a POST with an Idempotency-Key is retried with the same key and payload") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a POST with an Idempotency-Key is retried with the same key and payload") {
   auto options = h.with_policy();
   options.generate_idempotency_key = true;
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/seq/p?steps=503,200", options, "{\"book\":42}");
@@ -346,17 +306,14 @@ TEST_CASE("a POST with an Idempotency-Key is retried with the same key and paylo
   CHECK(log[0].body_length == log[1].body_length);
 }
 
-TEST_CASE("a POST without a key is not retried after a 503") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "a POST without a key is not retried after a 503") {
   const auto r = h.send(beast_http::verb::post, server->base_url() + "/seq/q?steps=503,200", h.with_policy(), "{}");
   CHECK(r.reason == stop_reason::rejected);
   CHECK(r.attempts == 1);
 }
 
-TEST_CASE("the seed's extra rules: out of credits and a refused scraper target are permanent") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness,
+                  "the seed's extra rules: out of credits and a refused scraper target are permanent") {
   auto options = h.with_policy();
   options.classifiers.push_back(coretry::http::permanent_429_when_header("x-api-remaining-credits", "0"));
   options.classifiers.push_back(
@@ -381,9 +338,7 @@ TEST_CASE("the seed's extra rules: out of credits and a refused scraper target a
   }
 }
 
-TEST_CASE("the validation hook turns a wrong 200 into a clear permanent error") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "the validation hook turns a wrong 200 into a clear permanent error") {
   auto options = h.with_policy();
   options.validate = [](const coretry::http::response& res) -> std::optional<std::string> {
     if (res.body().size() != 40)
@@ -397,28 +352,15 @@ TEST_CASE("the validation hook turns a wrong 200 into a clear permanent error") 
 }
 
 TEST_CASE("a response over the body limit is permanent, never retried") {
-  server_thread server;
   coretry::http::client_options options;
   options.body_limit = 10;
-  harness h(options);
-  const auto r = h.send(beast_http::verb::get,
-                        server->base_url() + "/status/200?body=0123456789abcdefghijklmnopqrstuvwxyz", h.with_policy());
-  CHECK(r.reason == stop_reason::rejected);
-  CHECK(r.records[0].classified.category == "response_too_large");
-  CHECK(server->log().size() == 1);
+  get_over_limit(options, "/status/200?body=0123456789abcdefghijklmnopqrstuvwxyz");
 }
 
 TEST_CASE("response headers over the header limit are permanent, never retried") {
-  server_thread server;
   coretry::http::client_options options;
   options.header_limit = 1024;
-  harness h(options);
-  const auto r = h.send(beast_http::verb::get,
-                        server->base_url() + "/status/503?header=X-Padding:" + std::string(2000, 'x'), h.with_policy());
-  CHECK(r.reason == stop_reason::rejected);
-  CHECK(r.records[0].classified.category == "response_too_large");
-  CHECK(server->log().size() == 1);
-  CHECK(h.client.stats().open == 0);
+  CHECK(get_over_limit(options, "/status/503?header=X-Padding:" + std::string(2000, 'x')).open == 0);
 }
 
 TEST_CASE("HTTPS with the test CA succeeds and verifies the peer") {
@@ -622,6 +564,19 @@ private:
   std::thread thread_;
 };
 
+/// GETs what a canned server answers with `answer` (ending the connection
+/// after it with `close_after`): checks that the body read was `body` and
+/// that the connection was not kept in the pool.
+void check_read_and_not_pooled(std::string answer, bool close_after, const std::string& body) {
+  canned_server server({std::move(answer)}, close_after);
+  harness h;
+  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
+  REQUIRE(r.succeeded());
+  CHECK(r.value->res->body() == body);
+  CHECK(h.client.stats().idle == 0);
+  CHECK(h.client.stats().open == 0);
+}
+
 } // namespace
 
 TEST_CASE("interim 1xx responses are skipped, and the final response is the request's own") {
@@ -640,23 +595,12 @@ TEST_CASE("interim 1xx responses are skipped, and the final response is the requ
 }
 
 TEST_CASE("a connection with bytes beyond the response is closed, not pooled") {
-  canned_server server({"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"});
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
-  REQUIRE(r.succeeded());
-  CHECK(r.value->res->body() == "ok");
-  CHECK(h.client.stats().idle == 0);
-  CHECK(h.client.stats().open == 0);
+  check_read_and_not_pooled(
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale", false, "ok");
 }
 
 TEST_CASE("a body that ends with the connection is read whole, and the connection is not pooled") {
-  canned_server server({"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end"}, true);
-  harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/x", h.with_policy());
-  REQUIRE(r.succeeded());
-  CHECK(r.value->res->body() == "until the end");
-  CHECK(h.client.stats().idle == 0);
-  CHECK(h.client.stats().open == 0);
+  check_read_and_not_pooled("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end", true, "until the end");
 }
 
 TEST_CASE("a request that asks to close its connection does not leave it in the pool") {
@@ -714,9 +658,7 @@ TEST_CASE("an IPv6 address needs no lookup and is its own Host") {
   CHECK(host_seen);
 }
 
-TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "the decorator sets per-attempt headers on each attempt's own copy") {
   auto options = h.with_policy();
   std::vector<std::chrono::milliseconds> allowances;
   options.decorate = [&](coretry::http::request& req, const coretry::attempt_context<std::chrono::steady_clock>& c) {
@@ -735,7 +677,7 @@ TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
   CHECK(field(log[0], "X-Attempt") == "1");
   CHECK(field(log[1], "X-Attempt") == "2");
   REQUIRE(allowances.size() == 2);
-  CHECK(allowances[0] <= quick_policy().attempt_limit);
+  CHECK(allowances[0] <= loopback_policy().attempt_limit);
 
   // A decorator that breaks the framing is refused, permanently.
   options.decorate = [](coretry::http::request& req, const auto&) { req.set("X-Bad", "a\r\nInjected: 1"); };
@@ -746,9 +688,7 @@ TEST_CASE("the decorator sets per-attempt headers on each attempt's own copy") {
   CHECK(server->log().size() == 2); // never sent
 }
 
-TEST_CASE("credentials never reach the server log in clear, other fields do") {
-  server_thread server;
-  harness h;
+TEST_CASE_FIXTURE(server_and_harness, "credentials never reach the server log in clear, other fields do") {
   coretry::http::request req(beast_http::verb::get, "", 11);
   req.set(beast_http::field::authorization, "Bearer s3cret");
   req.set("X-Api-Key", "k3y");

@@ -126,12 +126,8 @@ TEST_CASE("deadline guarantee: measured attempt ends and completions stay within
   asio::io_context io(2);
   coretry::http::client client(io.get_executor());
   coretry::http::request_options options;
-  options.policy.overall_deadline = 500ms;
-  options.policy.attempt_limit = 120ms;
-  options.policy.min_attempt_allowance = 50ms;
-  options.policy.completion_reserve = 20ms;
-  options.policy.backoff.initial_window = 10ms;
-  options.policy.backoff.max_window = 40ms;
+  options.policy = {.overall_deadline = 500ms, .attempt_limit = 120ms, .min_attempt_allowance = 50ms,
+                    .completion_reserve = 20ms, .backoff = {.initial_window = 10ms, .max_window = 40ms}};
   options.route = "/slow";
   const coretry::policy& p = options.policy;
 

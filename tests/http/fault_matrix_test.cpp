@@ -5,6 +5,7 @@
 #include <coretry/http/client.hpp>
 #include <faults/fault_server.hpp>
 
+#include "blocking_client.hpp"
 #include "open_sockets.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -137,10 +138,9 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
       refused_port = probe.local_endpoint().port();
     }
 
-    asio::io_context io;
     coretry::http::client_options client_options;
     client_options.ca_file = ca_file;
-    coretry::http::client client(io.get_executor(), client_options);
+    coretry_tests::blocking_client h{client_options};
     int sequence = 0;
 
     for (const fault_row& row : rows) {
@@ -156,30 +156,19 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
         CAPTURE(fault);
         CAPTURE(method_name);
 
-        coretry::http::request req(m == method::get ? beast_http::verb::get : beast_http::verb::post, "", 11);
-        if (m != method::get) req.body() = "{\"order\":1}";
         coretry::http::request_options options;
-        options.policy.overall_deadline = 5s;
-        options.policy.attempt_limit = 400ms;
-        options.policy.min_attempt_allowance = 50ms;
-        options.policy.completion_reserve = 10ms;
-        options.policy.backoff.initial_window = 10ms;
-        options.policy.backoff.max_window = 20ms;
-        options.policy.server_delay_spread = 5ms;
+        options.policy = {.overall_deadline = 5s, .attempt_limit = 400ms, .min_attempt_allowance = 50ms,
+                          .completion_reserve = 10ms, .backoff = {.initial_window = 10ms, .max_window = 20ms},
+                          .server_delay_spread = 5ms};
         options.generate_idempotency_key = m == method::keyed_post;
         plain.clear();
 
-        std::optional<coretry::http::result> result;
-        client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
-          CHECK_FALSE(e);
-          result = std::move(r);
-        });
-        io.run();
-        io.restart();
-        REQUIRE(result);
-        CHECK(result->reason == want.reason);
-        CHECK(result->attempts == want.attempts);
-        CHECK(client.stats().leased == 0);
+        const bool get = m == method::get;
+        const coretry::http::result result =
+            h.send(get ? beast_http::verb::get : beast_http::verb::post, url, options, get ? "" : "{\"order\":1}");
+        CHECK(result.reason == want.reason);
+        CHECK(result.attempts == want.attempts);
+        CHECK(h.client.stats().leased == 0);
         if (m == method::keyed_post) {
           // Every attempt that reached the server carried the same key.
           std::optional<std::string> key;
@@ -191,7 +180,7 @@ TEST_CASE("fault matrix: every fault kind against GET, POST and POST with a key"
         }
       }
     }
-    client.close_idle();
+    h.client.close_idle();
     plain.stop();
     tls.stop();
     guard.reset();

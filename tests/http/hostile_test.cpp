@@ -2,7 +2,9 @@
 // connection scripted byte by byte. The clean end is asserted: the stop
 // reason, what reached the server, and (outside sanitizers) memory.
 
+#include "blocking_client.hpp"
 #include "hostile_server.hpp"
+#include "policies.hpp"
 
 #include <coretry/http/client.hpp>
 
@@ -45,38 +47,18 @@ std::size_t resident_bytes() {
   return 0;
 }
 
-coretry::policy hostile_policy() {
-  coretry::policy p;
-  p.overall_deadline = 10s;
-  p.attempt_limit = 8s;
-  p.min_attempt_allowance = 10ms;
-  p.completion_reserve = 0ms;
-  p.backoff.initial_window = 20ms;
-  p.backoff.max_window = 40ms;
-  p.server_delay_spread = 10ms;
-  return p;
-}
+/// loopback_policy with time for a server that takes its time on purpose.
+coretry::policy hostile_policy() { return coretry::test::loopback_policy(10s, 8s); }
 
-struct client_harness {
-  explicit client_harness(coretry::http::client_options options = {}) : client(io.get_executor(), std::move(options)) {}
+/// The blocking client, with hostile_policy() unless told another.
+struct client_harness : coretry_tests::blocking_client {
+  using blocking_client::blocking_client;
 
   coretry::http::result send(beast_http::verb method, const std::string& url, coretry::policy p = hostile_policy()) {
-    coretry::http::request req(method, "", 11);
     coretry::http::request_options options;
     options.policy = p;
-    std::optional<coretry::http::result> result;
-    client.async_send(url, std::move(req), options, [&](std::exception_ptr e, coretry::http::result r) {
-      REQUIRE_FALSE(e);
-      result = std::move(r);
-    });
-    io.run();
-    io.restart();
-    REQUIRE(result);
-    return std::move(*result);
+    return blocking_client::send(method, url, options);
   }
-
-  asio::io_context io;
-  coretry::http::client client;
 };
 
 /// Sends `prefix`, then `filler` again and again until the client goes away
@@ -188,34 +170,35 @@ hostile_server::script then_unsolicited(std::string answer, std::string unsolici
   };
 }
 
-} // namespace
-
-TEST_CASE("hostile: an unsolicited 200 after a 503 is never the retry's answer") {
+/// Sends a GET with `h` to a server that answers it 503 (Retry-After: 1),
+/// then sends `unsolicited` on that connection, and answers "fresh" on the
+/// next: checks that the retry, on a second connection, got "fresh", and
+/// returns the result.
+coretry::http::result get_after_503_then(std::string unsolicited, client_harness& h) {
   hostile_server server({then_unsolicited("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
-                                          "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSTALE!"),
+                                          std::move(unsolicited)),
                          answers("fresh")});
-  client_harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/a");
+  coretry::http::result r = h.send(beast_http::verb::get, server.url() + "/a");
   REQUIRE(r.succeeded());
   CHECK(r.attempts == 2);
   CHECK(r.records[0].classified.category == "http_503");
   CHECK(r.value->res->body() == "fresh");
-  CHECK_FALSE(r.value->reused_connection);
   CHECK(server.connections() == 2);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("hostile: an unsolicited 200 after a 503 is never the retry's answer") {
+  client_harness h;
+  const auto r = get_after_503_then("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSTALE!", h);
+  CHECK_FALSE(r.value->reused_connection);
   CHECK(h.client.stats().stale_discarded == 1);
 }
 
 TEST_CASE("hostile: stray bytes after a 503 leave it a retryable 503") {
-  hostile_server server({then_unsolicited("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
-                                          "garbage"),
-                         answers("fresh")});
   client_harness h;
-  const auto r = h.send(beast_http::verb::get, server.url() + "/a");
-  REQUIRE(r.succeeded());
-  CHECK(r.attempts == 2);
-  CHECK(r.records[0].classified.category == "http_503");
-  CHECK(r.value->res->body() == "fresh");
-  CHECK(server.connections() == 2);
+  get_after_503_then("garbage", h);
 }
 
 TEST_CASE("hostile: a body sent after a HEAD response does not poison the next request") {

@@ -126,12 +126,8 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
       coretry::http::request req(post ? beast_http::verb::post : beast_http::verb::get, "", 11);
       if (post) req.body() = "{\"n\":1}";
       coretry::http::request_options options;
-      options.policy.overall_deadline = 1500ms;
-      options.policy.attempt_limit = 300ms;
-      options.policy.min_attempt_allowance = 20ms;
-      options.policy.completion_reserve = 10ms;
-      options.policy.backoff.initial_window = 20ms;
-      options.policy.backoff.max_window = 80ms;
+      options.policy = {.overall_deadline = 1500ms, .attempt_limit = 300ms, .min_attempt_allowance = 20ms,
+                        .completion_reserve = 10ms, .backoff = {.initial_window = 20ms, .max_window = 80ms}};
       options.generate_idempotency_key = keyed;
       options.budget = budgeted ? &budget : nullptr;
       options.observer = &counters;

@@ -3,7 +3,7 @@
 
 // A fake Redis the test scripts: it answers each command as told.
 
-#include <doctest/doctest.h>
+#include <loopback_listener.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -12,8 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,25 +24,13 @@ namespace redis_tests {
 /// (counted in `closed`).
 class fake_redis {
 public:
-  explicit fake_redis(std::function<std::string(int, const std::string&)> answer) : answer_(std::move(answer)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listener_ >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(listener_, 16) == 0);
-    socklen_t length = sizeof a;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &length);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
+  explicit fake_redis(std::function<std::string(int, const std::string&)> answer)
+      : answer_(std::move(answer)), thread_([this] { serve(); }) {}
   ~fake_redis() {
     done_ = true;
     thread_.join();
-    ::close(listener_);
   }
-  std::uint16_t port() const { return port_; }
+  std::uint16_t port() const { return listener_.port(); }
   int accepted() const { return accepted_.load(); }
   int closed() const { return closed_.load(); }
 
@@ -59,8 +45,7 @@ private:
   }
   void serve() {
     while (!done_) {
-      if (!readable(listener_, 100)) continue;
-      const int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      const int c = listener_.accept(100);
       if (c < 0) continue;
       ++accepted_;
       char buffer[4096];
@@ -84,8 +69,7 @@ private:
   }
 
   std::function<std::string(int, const std::string&)> answer_;
-  int listener_ = -1;
-  std::uint16_t port_ = 0;
+  coretry::test::loopback_listener listener_;
   std::atomic<bool> done_{false};
   std::atomic<int> accepted_{0}, closed_{0};
   std::thread thread_;

@@ -5,8 +5,9 @@
 // failures of other processes until it is told to forget.
 
 #include "fake_redis.hpp"
-#include "fleet.hpp"
 #include "redis_server.hpp"
+
+#include <policies.hpp>
 
 #include <coretry/redis/shared_state.hpp>
 
@@ -60,15 +61,6 @@ struct fleet_script {
   }
 };
 
-local_gate::options small_gate() {
-  local_gate::options g;
-  g.min_requests = 20;
-  g.probe_interval = std::chrono::milliseconds(100);
-  g.step_successes = 2;
-  g.slow_start_steps = 1;
-  return g;
-}
-
 void recover(local_gate& gate) {
   for (int i = 0; i < 4; ++i) gate.record(attempt_status::success, steady_now());
 }
@@ -81,7 +73,7 @@ TEST_CASE("redis: the fleet is told to forget the window again when that exchang
   fake_redis fake([&](int n, const std::string& raw) { return fleet.answer(n, raw); });
   io_thread io;
   shared_state s(io.executor(), fleet_options(fake.port(), "healthy"));
-  auto gate = s.gate("pricing", small_gate());
+  auto gate = s.gate("pricing", coretry::test::fleet_gate());
   s.start();
   REQUIRE(eventually([&] { return !gate->is_open(); })); // the fleet's failures close it
 
@@ -107,7 +99,7 @@ TEST_CASE("redis: counts an exchange brings from before the gate opened do not c
   fake_redis fake([&](int n, const std::string& raw) { return fleet.answer(n, raw); });
   io_thread io;
   shared_state s(io.executor(), fleet_options(fake.port(), "healthy", std::chrono::milliseconds(500)));
-  auto gate = s.gate("pricing", small_gate());
+  auto gate = s.gate("pricing", coretry::test::fleet_gate());
   s.start();
   REQUIRE(eventually([&] { return !gate->is_open(); }));
 

@@ -3,7 +3,6 @@
 // closed, and memory bounded whatever the reply announces.
 
 #include "fake_redis.hpp"
-#include "fleet.hpp"
 #include "redis_server.hpp"
 
 #include <coretry/redis/shared_state.hpp>
@@ -23,28 +22,21 @@
 #include <unistd.h>
 
 using namespace redis_tests;
-using coretry::redis::shared_state;
 
 namespace {
 
 void check_refused(const std::function<std::string(int, const std::string&)>& answer, const std::string& expected_problem) {
   const long peak_before = peak_rss_kib();
   fake_redis fake(answer);
-  io_thread io;
-  problems told;
-  auto o = fleet_options(fake.port(), "victim");
-  o.on_problem = told.callback();
-  shared_state s(io.executor(), o);
-  auto budget = s.budget("pricing", {20.0, 0.1, 5});
-  s.start();
-  REQUIRE(eventually([&] { return fake.closed() >= 2 && told.size() >= 1; }, std::chrono::seconds(10)));
-  const auto messages = told.all();
+  fleet_process p{fleet_options(fake.port(), "victim")};
+  REQUIRE(eventually([&] { return fake.closed() >= 2 && p.told.size() >= 1; }, std::chrono::seconds(10)));
+  const auto messages = p.told.all();
   MESSAGE("problem: " << messages.front());
   CHECK(messages.front().find(expected_problem) != std::string::npos);
-  CHECK_FALSE(s.up());
-  CHECK_FALSE(budget->shared());
-  CHECK(s.fallbacks() == 1);
-  CHECK(s.exchanges() == 0);
+  CHECK_FALSE(p.state.up());
+  CHECK_FALSE(p.budget->shared());
+  CHECK(p.state.fallbacks() == 1);
+  CHECK(p.state.exchanges() == 0);
   CHECK(fake.closed() >= 2); // every connection it was sent on was closed, and it came back
   CHECK(fake.accepted() - fake.closed() <= 1);
   const long grown = peak_rss_kib() - peak_before;
@@ -118,16 +110,11 @@ TEST_CASE("redis: a refused AUTH is told by its code word only, printable, whate
   fake_redis fake([](int n, const std::string&) {
     return first(n, "-WRONGPASS the password was hunter2\x1b[31m and more\r\n");
   });
-  io_thread io;
-  problems told;
   auto o = fleet_options(fake.port(), "careful");
   o.server.password = "hunter2";
-  o.on_problem = told.callback();
-  shared_state s(io.executor(), o);
-  auto budget = s.budget("pricing", {20.0, 0.1, 5});
-  s.start();
-  REQUIRE(eventually([&] { return told.size() >= 1; }, std::chrono::seconds(10)));
-  const std::string message = told.all().front();
+  fleet_process p{o};
+  REQUIRE(eventually([&] { return p.told.size() >= 1; }, std::chrono::seconds(10)));
+  const std::string message = p.told.all().front();
   CAPTURE(message);
   CHECK(message.find("WRONGPASS") != std::string::npos);
   CHECK(message.find("hunter2") == std::string::npos);

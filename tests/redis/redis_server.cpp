@@ -296,6 +296,21 @@ void io_thread::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+
+// `o` with on_problem telling `told`.
+coretry::redis::shared_state::options telling(coretry::redis::shared_state::options o, problems& told) {
+  o.on_problem = told.callback();
+  return o;
+}
+
+} // namespace
+
+fleet_process::fleet_process(coretry::redis::shared_state::options o, bool start)
+    : state(io.executor(), telling(std::move(o), told)), budget(state.budget("pricing", pricing_budget())) {
+  if (start) state.start();
+}
+
 long peak_rss_kib() {
   std::ifstream in("/proc/self/status");
   std::string line;

@@ -1,9 +1,16 @@
 #ifndef CORETRY_TESTS_REDIS_REDIS_SERVER_HPP
 #define CORETRY_TESTS_REDIS_REDIS_SERVER_HPP
 
-// What the Redis tests share: a redis-server of their own on a free loopback
-// port, a blocking RESP client to look at it, an io_context on a thread, and
-// bounded polling.
+// What the Redis tests share (tests/redis, and tests/bookstore's cases with
+// --shared-state): a redis-server of their own on a free loopback port, a
+// blocking RESP client to look at it, an io_context on a thread, bounded
+// polling, and shared_state's options, observers and processes as the cases
+// make them.
+
+#include <eventually.hpp>
+#include <skip.hpp>
+
+#include <coretry/redis/shared_state.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -11,8 +18,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -100,19 +111,74 @@ private:
   std::thread thread_;
 };
 
-/// Polls `condition` every 2 ms until it holds or `timeout` passes.
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds timeout = 5s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
+using coretry::test::eventually;
 
 /// This process's peak resident set (VmHWM), in KiB.
 long peak_rss_kib();
+
+/// What on_problem was told, in order (called on the reconciler's thread).
+class problems {
+public:
+  std::function<void(std::string_view)> callback() {
+    auto self = state_;
+    return [self](std::string_view message) {
+      std::lock_guard lock(self->mutex);
+      self->messages.emplace_back(message);
+    };
+  }
+  std::vector<std::string> all() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->messages;
+  }
+  std::size_t size() const { return all().size(); }
+
+private:
+  struct state {
+    mutable std::mutex mutex;
+    std::vector<std::string> messages;
+  };
+  std::shared_ptr<state> state_ = std::make_shared<state>();
+};
+
+/// A process `id` of a fleet on 127.0.0.1:`port`, exchanging every `period`
+/// and reconnecting quickly.
+inline coretry::redis::shared_state::options fleet_options(std::uint16_t port, std::string id,
+                                                           coretry::duration period = std::chrono::milliseconds(50)) {
+  coretry::redis::shared_state::options o;
+  o.server.host = "127.0.0.1";
+  o.server.port = port;
+  o.process_id = std::move(id);
+  o.period = period;
+  o.reconnect = coretry::backoff_policy{std::chrono::milliseconds(20), 2.0, std::chrono::milliseconds(200),
+                                        coretry::jitter_kind::full};
+  return o;
+}
+
+/// The budget the cases give their dependency, "pricing": a bucket of 20
+/// tokens, 0.1 per initial request, leased 5 at a time.
+inline coretry::leased_budget::options pricing_budget() { return {20.0, 0.1, 5}; }
+
+/// One process of a fleet as most cases make it: a shared_state on an
+/// io_context thread of its own, telling its problems to `told`, with
+/// pricing_budget() for "pricing".
+struct fleet_process {
+  /// Makes it with `o` (on_problem set to tell `told`), and starts it unless
+  /// `start` is false.
+  explicit fleet_process(coretry::redis::shared_state::options o, bool start = true);
+
+  io_thread io;
+  problems told;
+  coretry::redis::shared_state state;
+  std::shared_ptr<coretry::leased_budget> budget;
+};
+
+inline coretry::duration steady_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
+
+using milliseconds_d = std::chrono::duration<double, std::milli>;
+
+inline double since_ms(std::chrono::steady_clock::time_point t0) {
+  return milliseconds_d(std::chrono::steady_clock::now() - t0).count();
+}
 
 } // namespace redis_tests
 

@@ -1,8 +1,8 @@
 // coretry::redis::shared_state against a real redis-server of the test's own.
 
-#include "fleet.hpp"
 #include "redis_server.hpp"
 
+#include <policies.hpp>
 #include <skip.hpp>
 
 #include <coretry/redis/shared_state.hpp>
@@ -22,8 +22,6 @@ using coretry::local_gate;
 using coretry::redis::shared_state;
 
 namespace {
-
-leased_budget::options pricing_budget() { return {20.0, 0.1, 5}; }
 
 long long info_number(const redis_server& server, const std::string& field) {
   const auto r = server.command({"INFO", "stats"});
@@ -109,114 +107,96 @@ TEST_CASE("redis: a new budget denies retries until its first exchange, then gra
 
 TEST_CASE("redis: a killed Redis turns every budget local at once, a restarted one shares again") {
   REDIS_SERVER_OR_SKIP(server);
-  io_thread io;
-  problems told;
   // A period a loaded machine keeps to (a slow exchange would be a fall back too).
-  auto o = fleet_options(server->port(), "survivor", std::chrono::milliseconds(200));
-  o.on_problem = told.callback();
-  shared_state s(io.executor(), o);
-  auto budget = s.budget("pricing", pricing_budget());
-  s.start();
-  REQUIRE(eventually([&] { return s.up() && budget->leased() == 5; }));
-  CHECK(told.size() == 0);
-  REQUIRE(budget->try_acquire_retry());
-  const unsigned held = budget->leased();
+  fleet_process p{fleet_options(server->port(), "survivor", std::chrono::milliseconds(200))};
+  REQUIRE(eventually([&] { return p.state.up() && p.budget->leased() == 5; }));
+  CHECK(p.told.size() == 0);
+  REQUIRE(p.budget->try_acquire_retry());
+  const unsigned held = p.budget->leased();
 
   const auto killed = std::chrono::steady_clock::now();
   server->kill();
-  REQUIRE(eventually([&] { return !s.up() && !budget->shared(); }, std::chrono::seconds(5)));
+  REQUIRE(eventually([&] { return !p.state.up() && !p.budget->shared(); }, std::chrono::seconds(5)));
   const double fell_back_ms = since_ms(killed);
   MESSAGE("fell back " << fell_back_ms << " ms after SIGKILL (period 200 ms)");
   CHECK(fell_back_ms <= 1000.0);
-  CHECK(s.fallbacks() == 1);
-  REQUIRE(told.size() >= 1);
-  CHECK_FALSE(told.all().front().empty());
+  CHECK(p.state.fallbacks() == 1);
+  REQUIRE(p.told.size() >= 1);
+  CHECK_FALSE(p.told.all().front().empty());
 
   // Local: retries are paid from the process's own bucket; the lease is kept.
-  const double local = budget->local_tokens();
-  CHECK(budget->try_acquire_retry());
-  CHECK(budget->local_tokens() == doctest::Approx(local - 1.0));
-  CHECK(budget->leased() == held);
+  const double local = p.budget->local_tokens();
+  CHECK(p.budget->try_acquire_retry());
+  CHECK(p.budget->local_tokens() == doctest::Approx(local - 1.0));
+  CHECK(p.budget->leased() == held);
   std::this_thread::sleep_for(std::chrono::milliseconds(300)); // reconnections fail meanwhile
-  CHECK(s.fallbacks() == 1);
-  CHECK_FALSE(s.up());
+  CHECK(p.state.fallbacks() == 1);
+  CHECK_FALSE(p.state.up());
 
   server->restart(); // empty, same port
   const auto restarted = std::chrono::steady_clock::now();
-  REQUIRE(eventually([&] { return s.up() && budget->shared(); }, std::chrono::seconds(10)));
+  REQUIRE(eventually([&] { return p.state.up() && p.budget->shared(); }, std::chrono::seconds(10)));
   const double resumed_ms = since_ms(restarted);
   MESSAGE("shared again " << resumed_ms << " ms after the restart (reconnect window at most 200 ms)");
   CHECK(resumed_ms <= 2500.0);
-  CHECK(s.fallbacks() == 1);
-  CHECK(told.all().back().empty()); // sharing resumed is told with an empty message
-  REQUIRE(eventually([&] { return budget->leased() == 5; }));
-  const double local_after = budget->local_tokens();
-  CHECK(budget->try_acquire_retry());
-  CHECK(budget->leased() == 4); // paid from the lease again (the local bucket pays along, where it can)
-  CHECK(budget->local_tokens() == doctest::Approx(std::max(0.0, local_after - 1.0)));
+  CHECK(p.state.fallbacks() == 1);
+  CHECK(p.told.all().back().empty()); // sharing resumed is told with an empty message
+  REQUIRE(eventually([&] { return p.budget->leased() == 5; }));
+  const double local_after = p.budget->local_tokens();
+  CHECK(p.budget->try_acquire_retry());
+  CHECK(p.budget->leased() == 4); // paid from the lease again (the local bucket pays along, where it can)
+  CHECK(p.budget->local_tokens() == doctest::Approx(std::max(0.0, local_after - 1.0)));
 }
 
 TEST_CASE("redis: a stopped Redis (SIGSTOP) is a timeout: local, then shared after SIGCONT") {
   REDIS_SERVER_OR_SKIP(server);
-  io_thread io;
-  problems told;
-  auto o = fleet_options(server->port(), "patient", std::chrono::milliseconds(200));
-  o.on_problem = told.callback();
-  shared_state s(io.executor(), o);
-  auto budget = s.budget("pricing", pricing_budget());
-  s.start();
-  REQUIRE(eventually([&] { return s.up(); }));
+  fleet_process p{fleet_options(server->port(), "patient", std::chrono::milliseconds(200))};
+  REQUIRE(eventually([&] { return p.state.up(); }));
 
   const auto paused = std::chrono::steady_clock::now();
   server->pause();
-  const bool fell_back = eventually([&] { return !s.up() && !budget->shared(); }, std::chrono::seconds(5));
+  const bool fell_back = eventually([&] { return !p.state.up() && !p.budget->shared(); }, std::chrono::seconds(5));
   const double fell_back_ms = since_ms(paused);
   server->resume();
   REQUIRE(fell_back);
   MESSAGE("fell back " << fell_back_ms << " ms after SIGSTOP (period 200 ms = exchange deadline)");
   CHECK(fell_back_ms <= 1000.0);
-  CHECK(s.fallbacks() == 1);
-  REQUIRE(told.size() >= 1);
-  CHECK(told.all().front() == "Redis did not answer in time");
+  CHECK(p.state.fallbacks() == 1);
+  REQUIRE(p.told.size() >= 1);
+  CHECK(p.told.all().front() == "Redis did not answer in time");
 
   const auto resumed = std::chrono::steady_clock::now();
-  REQUIRE(eventually([&] { return s.up() && budget->shared(); }, std::chrono::seconds(10)));
+  REQUIRE(eventually([&] { return p.state.up() && p.budget->shared(); }, std::chrono::seconds(10)));
   MESSAGE("shared again " << since_ms(resumed) << " ms after SIGCONT");
   CHECK(since_ms(resumed) <= 2500.0);
-  CHECK(s.fallbacks() == 1);
+  CHECK(p.state.fallbacks() == 1);
 }
 
 TEST_CASE("redis: FLUSHALL and SCRIPT FLUSH do not stop the sharing (NOSCRIPT reloads the script)") {
   REDIS_SERVER_OR_SKIP(server);
-  io_thread io;
-  problems told;
   // NOSCRIPT, SCRIPT LOAD and EVALSHA again within one exchange's deadline:
   // a generous one for slow (sanitized) builds.
-  auto o = fleet_options(server->port(), "flushed", std::chrono::milliseconds(250));
-  o.on_problem = told.callback();
-  shared_state s(io.executor(), o);
-  auto budget = s.budget("pricing", pricing_budget());
-  s.start();
-  REQUIRE(eventually([&] { return s.exchanges() >= 2; }));
+  fleet_process p{fleet_options(server->port(), "flushed", std::chrono::milliseconds(250))};
+  REQUIRE(eventually([&] { return p.state.exchanges() >= 2; }));
 
   const auto flushed = server->command({"FLUSHALL"});
   REQUIRE(flushed);
   CHECK(flushed->text == "OK");
-  auto n = s.exchanges();
-  REQUIRE(eventually([&] { return s.exchanges() >= n + 3; }));
-  const auto budget_key = server->command({"EXISTS", s.key_prefix("pricing") + "state"});
+  auto n = p.state.exchanges();
+  REQUIRE(eventually([&] { return p.state.exchanges() >= n + 3; }));
+  const auto budget_key = server->command({"EXISTS", p.state.key_prefix("pricing") + "state"});
   REQUIRE(budget_key);
   CHECK(budget_key->integer == 1); // written again
 
   const auto scripts = server->command({"SCRIPT", "FLUSH"});
   REQUIRE(scripts);
   CHECK(scripts->text == "OK");
-  n = s.exchanges();
-  REQUIRE(eventually([&] { return s.exchanges() >= n + 3; }));
-  CHECK(s.fallbacks() == 0);
-  for (const auto& message : told.all()) MESSAGE("problem: " << message);
-  CHECK(s.up());
-  CHECK(budget->shared());
+  n = p.state.exchanges();
+  REQUIRE(eventually([&] { return p.state.exchanges() >= n + 3; }));
+  CHECK(p.state.fallbacks() == 0);
+  for (const auto& message : p.told.all()) MESSAGE("problem: " << message);
+  CHECK(p.state.up());
+  CHECK(p.budget->shared());
   // Loaded again: the cache holds one script.
   const auto memory = server->command({"INFO", "memory"});
   REQUIRE(memory);
@@ -224,54 +204,46 @@ TEST_CASE("redis: FLUSHALL and SCRIPT FLUSH do not stop the sharing (NOSCRIPT re
 }
 
 TEST_CASE("redis: a refused password is told once, never shown, and retried quietly") {
-  if (!redis_installed()) {
-    coretry::test::skip_test("no /usr/bin/redis-server");
-    return;
-  }
   const std::string password = "c0rrect-Horse";
-  redis_server server(redis_server::options{password});
-  io_thread io;
-  problems told;
-  auto o = fleet_options(server.port(), "intruder");
+  REDIS_SERVER_OR_SKIP(server, redis_server::options{password});
+  auto o = fleet_options(server->port(), "intruder");
   o.server.password = "wr0ng-Battery";
-  o.on_problem = told.callback();
-  shared_state s(io.executor(), o);
-  auto budget = s.budget("pricing", pricing_budget());
-  const long long before = info_number(server, "total_connections_received");
-  s.start();
-  REQUIRE(eventually([&] { return !budget->shared(); }));
+  fleet_process p{o, false};
+  const long long before = info_number(*server, "total_connections_received");
+  p.state.start();
+  REQUIRE(eventually([&] { return !p.budget->shared(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const long long attempts = info_number(server, "total_connections_received") - before - 1;
+  const long long attempts = info_number(*server, "total_connections_received") - before - 1;
   MESSAGE("connections in 1.5 s with a wrong password: " << attempts);
-  const auto messages = told.all();
+  const auto messages = p.told.all();
   REQUIRE(messages.size() == 1);
   CHECK(messages[0].find("AUTH") != std::string::npos);
   CHECK(messages[0].find("WRONGPASS") != std::string::npos);
   CHECK(messages[0].find("wr0ng") == std::string::npos);
   CHECK(messages[0].find("Battery") == std::string::npos);
   CHECK(messages[0].find("c0rrect") == std::string::npos);
-  CHECK_FALSE(s.up());
-  CHECK(s.exchanges() == 0);
-  CHECK(s.fallbacks() == 1);
+  CHECK_FALSE(p.state.up());
+  CHECK(p.state.exchanges() == 0);
+  CHECK(p.state.fallbacks() == 1);
   CHECK(attempts >= 3);  // it keeps trying
   CHECK(attempts <= 40); // with backoff (20 ms doubling to 200 ms), not in a loop
-  s.stop();
+  p.state.stop();
 
   SUBCASE("the password in the URL") {
-    auto right = fleet_options(server.port(), "member");
-    right.server = coretry::redis::parse_url(server.url());
-    shared_state t(io.executor(), right);
+    auto right = fleet_options(server->port(), "member");
+    right.server = coretry::redis::parse_url(server->url());
+    shared_state t(p.io.executor(), right);
     auto shared_budget = t.budget("pricing", pricing_budget());
     t.start();
     REQUIRE(eventually([&] { return t.up() && shared_budget->leased() == 5; }));
     CHECK(t.fallbacks() == 0);
   }
   SUBCASE("user and password in the URL") {
-    auto right = fleet_options(server.port(), "member");
+    auto right = fleet_options(server->port(), "member");
     right.server =
-        coretry::redis::parse_url("redis://default:" + password + "@127.0.0.1:" + std::to_string(server.port()));
+        coretry::redis::parse_url("redis://default:" + password + "@127.0.0.1:" + std::to_string(server->port()));
     REQUIRE(right.server.user.has_value());
-    shared_state t(io.executor(), right);
+    shared_state t(p.io.executor(), right);
     auto shared_budget = t.budget("pricing", pricing_budget());
     t.start();
     REQUIRE(eventually([&] { return t.up() && shared_budget->leased() == 5; }));
@@ -281,12 +253,7 @@ TEST_CASE("redis: a refused password is told once, never shown, and retried quie
 TEST_CASE("redis: a gate closes on the fleet's failures and spaces its probes by the fleet's size") {
   REDIS_SERVER_OR_SKIP(server);
   io_thread io;
-  local_gate::options g;
-  g.window = std::chrono::seconds(10);
-  g.min_requests = 20;
-  g.probe_interval = std::chrono::milliseconds(100);
-  g.slow_start_steps = 1;
-  g.step_successes = 2;
+  const local_gate::options g = coretry::test::fleet_gate();
   shared_state a(io.executor(), fleet_options(server->port(), "failing"));
   shared_state b(io.executor(), fleet_options(server->port(), "healthy"));
   auto gate_a = a.gate("pricing", g);
@@ -404,22 +371,24 @@ TEST_CASE("redis: destroyed while an exchange waits on a stopped Redis: no hang,
 TEST_CASE("redis: destroyed after its io_context stopped, and stopped before it ran") {
   REDIS_SERVER_OR_SKIP(server);
   std::shared_ptr<leased_budget> budget;
-  SUBCASE("io_context stopped with the reconciler suspended") {
-    std::optional<io_thread> io(std::in_place);
-    auto s = std::make_unique<shared_state>(io->executor(), fleet_options(server->port(), "late"));
+  std::optional<io_thread> io;
+  std::unique_ptr<shared_state> s;
+  // Up, on an io_context thread of its own that the subcase then stops.
+  const auto start_up = [&] {
+    io.emplace();
+    s = std::make_unique<shared_state>(io->executor(), fleet_options(server->port(), "late"));
     budget = s->budget("pricing", pricing_budget());
     s->start();
     REQUIRE(eventually([&] { return s->up(); }));
+  };
+  SUBCASE("io_context stopped with the reconciler suspended") {
+    start_up();
     io->stop();
     s.reset(); // posts its stop to a stopped io_context
     io.reset(); // destroys what is queued, the reconciler's frame included
   }
   SUBCASE("io_context stopped while paused mid-exchange") {
-    std::optional<io_thread> io(std::in_place);
-    auto s = std::make_unique<shared_state>(io->executor(), fleet_options(server->port(), "late"));
-    budget = s->budget("pricing", pricing_budget());
-    s->start();
-    REQUIRE(eventually([&] { return s->up(); }));
+    start_up();
     server->pause();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     io->stop();
@@ -429,7 +398,7 @@ TEST_CASE("redis: destroyed after its io_context stopped, and stopped before it 
   }
   SUBCASE("started on an io_context that never ran") {
     boost::asio::io_context never;
-    auto s = std::make_unique<shared_state>(never.get_executor(), fleet_options(server->port(), "late"));
+    s = std::make_unique<shared_state>(never.get_executor(), fleet_options(server->port(), "late"));
     budget = s->budget("pricing", pricing_budget());
     s->start();
     s.reset();

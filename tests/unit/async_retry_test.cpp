@@ -2,6 +2,8 @@
 
 #include "test_support.hpp"
 
+#include <policies.hpp>
+
 #include <boost/asio/append.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -63,6 +65,15 @@ std::pair<coretry::outcome<int>, coretry::duration> run_retry(const coretry::pol
   REQUIRE(handler_calls == 1);
   return {std::move(*result), completed_at};
 }
+
+/// What most cases start from: an io_context run on virtual time, the
+/// default policy and random draws with nothing scripted.
+struct virtual_time {
+  asio::io_context io;
+  coretry::testing::manual_runner runner{io};
+  coretry::policy p;
+  coretry::testing::scripted_random draws{};
+};
 
 } // namespace
 
@@ -352,11 +363,7 @@ TEST_CASE("cancellation during backoff completes promptly") {
   CHECK(dependency.calls == 1);
 }
 
-TEST_CASE("partial cancellation is honoured too") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "partial cancellation is honoured too") {
   fake_dependency dependency{{{10s}}};
   asio::cancellation_signal cancel;
   std::optional<coretry::outcome<int>> result;
@@ -460,11 +467,7 @@ TEST_CASE("a known rejection stops at once") {
   CHECK(at == ms(5));
 }
 
-TEST_CASE("exceptions from the attempt propagate") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "exceptions from the attempt propagate") {
   auto options = idempotent_with(draws);
   bool caught = false;
   int attempts_started = 0;
@@ -618,11 +621,7 @@ TEST_CASE("completion token: use_awaitable") {
   CHECK(result->elapsed == ms(250 + 50 + 20));
 }
 
-TEST_CASE("completion token: deferred") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "completion token: deferred") {
   fake_dependency dependency{{{20ms}}};
   auto op = coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), dependency.factory(),
                                                asio::deferred);
@@ -635,11 +634,7 @@ TEST_CASE("completion token: deferred") {
   CHECK(dependency.calls == 1);
 }
 
-TEST_CASE("completion token: use_future") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "completion token: use_future") {
   fake_dependency dependency{{{5ms, {}, 404}}};
   auto future = coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws),
                                                    dependency.factory(), status_classifier{}, asio::use_future);
@@ -650,11 +645,7 @@ TEST_CASE("completion token: use_future") {
   CHECK_THROWS_AS(result.get(), boost::system::system_error);
 }
 
-TEST_CASE("completion token: callback, and no completion inside the initiating call") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "completion token: callback, and no completion inside the initiating call") {
   fake_dependency dependency{{{0ms}}};
   bool called = false;
   coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), dependency.factory(),
@@ -664,11 +655,7 @@ TEST_CASE("completion token: callback, and no completion inside the initiating c
   CHECK(called);
 }
 
-TEST_CASE("an attempt that completes inside its own start is still heard from the executor") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "an attempt that completes inside its own start is still heard from the executor") {
   int calls = 0;
   auto at_once = [&](context) {
     ++calls;
@@ -688,11 +675,7 @@ TEST_CASE("an attempt that completes inside its own start is still heard from th
   CHECK(runner.elapsed() == coretry::duration::zero());
 }
 
-TEST_CASE("an operation whose start throws is reported once, never inside the initiating call") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  coretry::testing::scripted_random draws{};
+TEST_CASE_FIXTURE(virtual_time, "an operation whose start throws is reported once, never inside the initiating call") {
   int calls = 0;
   auto throws_on_start = [&](context) {
     ++calls;
@@ -800,14 +783,10 @@ TEST_CASE("observer and counters see every event") {
 TEST_CASE("a strand on a multi-threaded io_context: every handler exactly once") {
   // Real time, real threads: counts are asserted, durations are not.
   asio::io_context io(4);
-  coretry::policy p;
+  coretry::policy p = coretry::test::quick_policy(5s, 2ms, 1ms);
   p.max_attempts = 4;
-  p.overall_deadline = 5s;
-  p.attempt_limit = 2ms;
   p.min_attempt_allowance = 1ms;
   p.completion_reserve = 0ms;
-  p.backoff.initial_window = 1ms;
-  p.backoff.max_window = 2ms;
   coretry::token_bucket_budget budget;
   coretry::retry_counters counters;
   coretry::retry_options options;

@@ -114,6 +114,30 @@ struct recording_observer final : coretry::retry_observer {
   coretry::duration stuck_at{};
 };
 
+/// Starts an operation on `dep` with `options` on an io_context of its own,
+/// runs it for 50 ms of virtual time (one call made, the operation pending)
+/// and destroys the io_context: checks that this destroyed the operation and
+/// its handler, which never ran.
+void check_destroyed_with_io_context(fake_dependency& dep, const coretry::retry_options& options) {
+  auto live = std::make_shared<int>(0);
+  bool called = false;
+  {
+    asio::io_context io;
+    coretry::testing::manual_runner runner(io);
+    coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, options, dep.factory(),
+                                       status_classifier{},
+                                       [&called, probe = lifetime_probe(live)](std::exception_ptr,
+                                                                               coretry::outcome<int>) {
+                                         called = true;
+                                       });
+    runner.run_for(50ms);
+    CHECK(dep.calls == 1);
+    CHECK(*live == 1);
+  }
+  CHECK(*live == 0);
+  CHECK_FALSE(called);
+}
+
 } // namespace
 
 TEST_CASE("contract: a callback bound to another io_context runs there, and keeps it running") {
@@ -199,45 +223,16 @@ TEST_CASE("contract: a cancellation emitted before the first step means no attem
 }
 
 TEST_CASE("contract: destroying the io_context destroys the pending operation and its handler") {
-  auto live = std::make_shared<int>(0);
-  bool called = false;
   SUBCASE("during an attempt") {
-    {
-      asio::io_context io;
-      coretry::testing::manual_runner runner(io);
-      fake_dependency dep({{200ms}});
-      coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, idempotent(), dep.factory(),
-                                         status_classifier{},
-                                         [&called, probe = lifetime_probe(live)](std::exception_ptr,
-                                                                                 coretry::outcome<int>) {
-                                           called = true;
-                                         });
-      runner.run_for(50ms);
-      CHECK(dep.calls == 1);
-      CHECK(*live == 1);
-    }
-    CHECK(*live == 0);
-    CHECK_FALSE(called);
+    fake_dependency dep({{200ms}});
+    check_destroyed_with_io_context(dep, idempotent());
   }
   SUBCASE("during a backoff sleep") {
-    {
-      asio::io_context io;
-      coretry::testing::manual_runner runner(io);
-      fake_dependency dep({{10ms, {}, 503}});
-      coretry::testing::scripted_random draws{1.0, 1.0};
-      coretry::retry_options o = idempotent();
-      o.random = &draws;
-      coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, o, dep.factory(), status_classifier{},
-                                         [&called, probe = lifetime_probe(live)](std::exception_ptr,
-                                                                                 coretry::outcome<int>) {
-                                           called = true;
-                                         });
-      runner.run_for(50ms); // failed at 10 ms, sleeping until 110 ms
-      CHECK(dep.calls == 1);
-      CHECK(*live == 1);
-    }
-    CHECK(*live == 0);
-    CHECK_FALSE(called);
+    fake_dependency dep({{10ms, {}, 503}});
+    coretry::testing::scripted_random draws{1.0, 1.0};
+    coretry::retry_options o = idempotent();
+    o.random = &draws;
+    check_destroyed_with_io_context(dep, o); // failed at 10 ms, sleeping until 110 ms
   }
 }
 

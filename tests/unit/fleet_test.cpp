@@ -1,6 +1,8 @@
 // The fleet parts of the budget and the gate, without a store: what a
 // reconciler (coretry::redis::shared_state) sends and what it applies.
 
+#include <policies.hpp>
+
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
 
@@ -15,6 +17,7 @@ using coretry::gate_decision;
 using coretry::gate_model;
 using coretry::leased_budget;
 using coretry::local_gate;
+using coretry::test::small_gate;
 
 TEST_CASE("fleet: a leased budget starts shared with no lease, and leases what an exchange grants") {
   leased_budget b({.capacity = 20.0, .tokens_per_initial_request = 0.1, .max_lease = 5});
@@ -110,24 +113,12 @@ TEST_CASE("fleet: a failed exchange turns the budget local, keeping its lease, u
 
 namespace {
 
-gate_model::options fleet_gate() {
-  return {.window = 1s,
-          .min_requests = 10,
-          .k = 2.0,
-          .close_above = 0.2,
-          .probe_interval = 100ms,
-          .step_successes = 2,
-          .fallback_failures = 2,
-          .slow_start_steps = 1,
-          .max_hold = 10s};
-}
-
 constexpr duration t0 = 1000s;
 
 } // namespace
 
 TEST_CASE("fleet: the gate judges its own window plus the peers' counts") {
-  gate_model g(fleet_gate());
+  gate_model g(small_gate(1));
   g.record(attempt_status::success, t0);
   g.record(attempt_status::transient, t0);
   CHECK(g.window_counts(t0).requests == 2);
@@ -156,7 +147,7 @@ TEST_CASE("fleet: the gate judges its own window plus the peers' counts") {
 }
 
 TEST_CASE("fleet: slots are spaced by the number of processes") {
-  gate_model g(fleet_gate());
+  gate_model g(small_gate(1));
   g.set_fleet({.requests = 100, .accepts = 0}, 4);
   CHECK(g.slot_interval() == 400ms);
   const auto first = g.ask(t0, t0 + 10s, nullptr); // closes, admits a probe now
@@ -173,7 +164,7 @@ TEST_CASE("fleet: slots are spaced by the number of processes") {
 }
 
 TEST_CASE("fleet: when the gate opens it forgets the peers' counts and counts the opening") {
-  gate_model g(fleet_gate());
+  gate_model g(small_gate(1));
   g.set_fleet({.requests = 100, .accepts = 0}, 2);
   g.reconsider(t0);
   REQUIRE(g.current() == gate_model::state::recovering);
@@ -188,7 +179,7 @@ TEST_CASE("fleet: when the gate opens it forgets the peers' counts and counts th
 }
 
 TEST_CASE("fleet: a local gate publishes what it recorded and closes on the fleet's counts") {
-  local_gate g(fleet_gate());
+  local_gate g(small_gate(1));
   g.record(attempt_status::success, t0);
   g.record(attempt_status::transient, t0);
   g.record(attempt_status::permanent, t0); // not a health signal

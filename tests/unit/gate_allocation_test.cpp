@@ -49,6 +49,28 @@ using coretry::attempt_status;
 using coretry::duration;
 using action = coretry::gate_decision::action;
 
+namespace {
+
+/// Records `calls` results on `gate`, `result(i)` for the i-th, 100 us apart
+/// (ten seconds of results, through every bucket of the window), asking for
+/// a retry after each: checks that none of it allocated and that every
+/// retry was admitted.
+template <class Result>
+void check_admits_without_allocating(coretry::local_gate& gate, int calls, Result result) {
+  int admitted = 0;
+  const std::uint64_t before = allocations.load();
+  for (int i = 0; i < calls; ++i) {
+    const duration now = duration(std::chrono::microseconds(i * 100));
+    gate.record(result(i), now);
+    if (gate.ask(now, now + 1s, nullptr).what == action::admit) ++admitted;
+  }
+  const std::uint64_t made = allocations.load() - before;
+  CHECK(made == 0);
+  CHECK(admitted == calls);
+}
+
+} // namespace
+
 TEST_CASE("gate allocations: the counter sees an allocation") {
   const std::uint64_t before = allocations.load();
   void* volatile p = ::operator new(16);
@@ -59,17 +81,7 @@ TEST_CASE("gate allocations: the counter sees an allocation") {
 TEST_CASE("gate allocations: an open local_gate records and admits without allocating") {
   coretry::local_gate gate;
   constexpr int calls = 100'000;
-  int admitted = 0;
-  const std::uint64_t before = allocations.load();
-  // 100 us apart: ten seconds of results, through every bucket of the window.
-  for (int i = 0; i < calls; ++i) {
-    const duration now = duration(std::chrono::microseconds(i * 100));
-    gate.record(attempt_status::success, now);
-    if (gate.ask(now, now + 1s, nullptr).what == action::admit) ++admitted;
-  }
-  const std::uint64_t made = allocations.load() - before;
-  CHECK(made == 0);
-  CHECK(admitted == calls);
+  check_admits_without_allocating(gate, calls, [](int) { return attempt_status::success; });
   CHECK(gate.is_open());
   CHECK(gate.counts().admitted == std::uint64_t{calls});
 }
@@ -77,16 +89,7 @@ TEST_CASE("gate allocations: an open local_gate records and admits without alloc
 TEST_CASE("gate allocations: a healthy gate also counts transient failures without allocating") {
   // One failure in four: p = max(0, (n - 2 x 0.75n) / (n + 1)) = 0, open.
   coretry::local_gate gate;
-  constexpr int calls = 100'000;
-  int admitted = 0;
-  const std::uint64_t before = allocations.load();
-  for (int i = 0; i < calls; ++i) {
-    const duration now = duration(std::chrono::microseconds(i * 100));
-    gate.record(i % 4 == 3 ? attempt_status::transient : attempt_status::success, now);
-    if (gate.ask(now, now + 1s, nullptr).what == action::admit) ++admitted;
-  }
-  const std::uint64_t made = allocations.load() - before;
-  CHECK(made == 0);
-  CHECK(admitted == calls);
+  check_admits_without_allocating(gate, 100'000,
+                                  [](int i) { return i % 4 == 3 ? attempt_status::transient : attempt_status::success; });
   CHECK(gate.is_open());
 }

@@ -3,6 +3,8 @@
 
 #include "test_support.hpp"
 
+#include <policies.hpp>
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
@@ -53,16 +55,12 @@ coretry::policy gated_policy() {
 /// retry has its own slot from its first question (the default promises
 /// only the next slot; "gate engine: held retries ask again ..." covers that).
 coretry::local_gate::options gate_options() {
-  return {.window = 1s,
-          .min_requests = 4,
-          .k = 2.0,
-          .close_above = 0.2,
-          .probe_interval = 100ms,
-          .step_successes = 1,
-          .fallback_failures = 1,
-          .slow_start_steps = 1,
-          .max_hold = 10s,
-          .slots_ahead = 1000};
+  coretry::local_gate::options o = coretry::test::small_gate(1);
+  o.min_requests = 4;
+  o.step_successes = 1;
+  o.fallback_failures = 1;
+  o.slots_ahead = 1000;
+  return o;
 }
 
 struct gated_run {
@@ -253,10 +251,10 @@ TEST_CASE("gate engine: a held retry takes no budget token, and the bucket still
 }
 
 TEST_CASE("gate engine: a server's delay stays a minimum, the gate's slot can make it longer") {
+  gated_run t;
+  close_and_take_three_slots(t.gate);
+  fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
   SUBCASE("slot after the server's delay") {
-    gated_run t;
-    close_and_take_three_slots(t.gate);
-    fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
     t.start(gated_policy(), dependency.factory(), status_classifier{150ms});
     t.runner.run();
     // 503 at 10 ms, Retry-After 150 ms: asks at 160 ms, held until its slot at 300 ms.
@@ -266,9 +264,6 @@ TEST_CASE("gate engine: a server's delay stays a minimum, the gate's slot can ma
     CHECK(t.results[0]->reason == stop_reason::succeeded);
   }
   SUBCASE("server's delay after the slot") {
-    gated_run t;
-    close_and_take_three_slots(t.gate);
-    fake_dependency dependency{{{10ms, {}, 503}, {10ms}}};
     t.start(gated_policy(), dependency.factory(), status_classifier{500ms});
     t.runner.run();
     // Asks at 510 ms: the next slot (300 ms) is past, so it goes at once.

@@ -1,6 +1,8 @@
 // The retry gate's model, without Asio: every instant passed in, every
 // answer exact.
 
+#include <policies.hpp>
+
 #include <coretry/gate.hpp>
 #include <coretry/testing/manual_clock.hpp>
 
@@ -17,25 +19,12 @@ using coretry::attempt_status;
 using coretry::duration;
 using coretry::gate_decision;
 using coretry::gate_model;
+using coretry::test::small_gate;
 using action = coretry::gate_decision::action;
 
 namespace {
 
 constexpr duration never = duration::max();
-
-/// A small gate: 1 s window, judged from 10 results, one probe per 100 ms,
-/// two successes per doubling, two doublings before it opens.
-gate_model::options small() {
-  return {.window = 1s,
-          .min_requests = 10,
-          .k = 2.0,
-          .close_above = 0.2,
-          .probe_interval = 100ms,
-          .step_successes = 2,
-          .fallback_failures = 2,
-          .slow_start_steps = 2,
-          .max_hold = 10s};
-}
 
 /// Whether `d` tells a retry asked at `asked` to ask again, holding no slot,
 /// between one and two recheck intervals (100 ms) later.
@@ -52,7 +41,7 @@ bool is_wait_until(const gate_decision& d, duration at) { return d.what == actio
 } // namespace
 
 TEST_CASE("gate model: a mostly failing dependency closes it, once enough results are in") {
-  gate_model g(small());
+  gate_model g(small_gate());
   for (int i = 0; i < 9; ++i) g.record(attempt_status::transient, duration(i * 1ms));
   // Nine failures are fewer than min_requests: still open.
   CHECK(g.current() == gate_model::state::open);
@@ -63,12 +52,12 @@ TEST_CASE("gate model: a mostly failing dependency closes it, once enough result
   CHECK(g.slot_interval() == 100ms);
 
   // 4 failures in 10 (40%): p = (10 - 12) / 11 < 0, open.
-  gate_model mostly_fine(small());
+  gate_model mostly_fine(small_gate());
   for (int i = 0; i < 6; ++i) mostly_fine.record(attempt_status::success, 0ms);
   fail_n(mostly_fine, 4, 0ms);
   CHECK(mostly_fine.current() == gate_model::state::open);
   // 7 failures in 10: p = (10 - 6) / 11 = 0.36 > 0.2, closed.
-  gate_model mostly_failing(small());
+  gate_model mostly_failing(small_gate());
   for (int i = 0; i < 3; ++i) mostly_failing.record(attempt_status::success, 0ms);
   fail_n(mostly_failing, 7, 0ms);
   CHECK(mostly_failing.current() == gate_model::state::recovering);
@@ -78,7 +67,7 @@ TEST_CASE("gate model: after any idle time the window counts again") {
   // Buckets of 100 us, their epochs kept modulo 2^24: a bucket last written
   // 8,388,610 epochs ago (half the modulus and a little more, about 14
   // minutes) must be taken as stale and overwritten, not as newer.
-  auto o = small();
+  auto o = small_gate();
   o.window = 1ms;
   gate_model g(o);
   g.record(attempt_status::transient, 0ms);
@@ -91,7 +80,7 @@ TEST_CASE("gate model: after any idle time the window counts again") {
 }
 
 TEST_CASE("gate model: permanent rejections are no health signal") {
-  gate_model g(small());
+  gate_model g(small_gate());
   for (int i = 0; i < 100; ++i) g.record(attempt_status::permanent, 0ms);
   CHECK(g.window_counts(0ms).requests == 0);
   CHECK(g.current() == gate_model::state::open);
@@ -103,7 +92,7 @@ TEST_CASE("gate model: permanent rejections are no health signal") {
 }
 
 TEST_CASE("gate model: the window forgets old results") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 9, 0ms);
   CHECK(g.window_counts(0ms).requests == 9);
   // 1.5 s later the buckets of the first 100 ms are out of the 1 s window.
@@ -113,7 +102,7 @@ TEST_CASE("gate model: the window forgets old results") {
 }
 
 TEST_CASE("gate model: probes at the probe interval, only the next slot promised") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 9ms); // closes at 9 ms: the first slot is 9 ms
   REQUIRE(g.current() == gate_model::state::recovering);
   const gate_decision first = g.ask(9ms, never, nullptr);
@@ -139,7 +128,7 @@ TEST_CASE("gate model: probes at the probe interval, only the next slot promised
   CHECK(g.ask(209ms, never, &promised).what == action::admit);
   // A retry that could not come back (a recheck interval of 1 s) before its
   // last useful instant takes a slot further ahead, if it is in time for it.
-  auto slow = small();
+  auto slow = small_gate();
   slow.recheck_interval = 1s;
   gate_model h(slow);
   fail_n(h, 10, 0ms);
@@ -150,7 +139,7 @@ TEST_CASE("gate model: probes at the probe interval, only the next slot promised
   const gate_decision later = h.ask(3ms, never, nullptr);   // time to come back: told to
   CHECK((later.what == action::wait && later.ticket == 0 && later.at >= 1003ms && later.at < 2003ms));
   // A wait longer than max_hold is a deny.
-  auto o = small();
+  auto o = small_gate();
   o.max_hold = 150ms;
   o.slots_ahead = 10;
   gate_model short_hold(o);
@@ -161,7 +150,7 @@ TEST_CASE("gate model: probes at the probe interval, only the next slot promised
 }
 
 TEST_CASE("gate model: retries told to ask again come back spread, by a fixed sequence") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 0ms);
   CHECK(g.ask(0ms, never, nullptr).what == action::admit);
   CHECK(is_wait_until(g.ask(0ms, never, nullptr), 100ms));
@@ -184,7 +173,7 @@ TEST_CASE("gate model: retries told to ask again come back spread, by a fixed se
 }
 
 TEST_CASE("gate model: slow start doubles the rate per two successes, then opens") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 0ms);
   CHECK(g.ask(0ms, never, nullptr).what == action::admit); // next slot 100 ms
   g.record(attempt_status::success, 10ms);
@@ -216,7 +205,7 @@ TEST_CASE("gate model: slow start doubles the rate per two successes, then opens
 }
 
 TEST_CASE("gate model: failures during slow start fall back to probes and revoke faster slots") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 0ms);
   CHECK(g.ask(0ms, never, nullptr).what == action::admit);
   g.record(attempt_status::success, 10ms);
@@ -239,7 +228,7 @@ TEST_CASE("gate model: failures during slow start fall back to probes and revoke
   CHECK(is_wait_until(g.ask(220ms, never, &b), 320ms));
   // Failures needed to fall back are their own option: with four (the
   // default), two failures at level 1 do not.
-  auto o = small();
+  auto o = small_gate();
   o.fallback_failures = 4;
   gate_model patient(o);
   fail_n(patient, 10, 0ms);
@@ -256,7 +245,7 @@ TEST_CASE("gate model: failures during slow start fall back to probes and revoke
 
 TEST_CASE("gate model: a dependency failing half the time keeps it open") {
   SUBCASE("alternating, from a failure first") {
-    gate_model g(small());
+    gate_model g(small_gate());
     for (int i = 0; i < 5000; ++i) {
       const duration at = duration(i * 1ms);
       g.record(i % 2 == 0 ? attempt_status::transient : attempt_status::success, at);
@@ -267,7 +256,7 @@ TEST_CASE("gate model: a dependency failing half the time keeps it open") {
   SUBCASE("random, 50% and 90%, judged from 100 results (the default)") {
     // A few results say little: judged from 10, a fair coin shows 7 failures
     // in 10 about one time in six. From 100 the noise stays below the bar.
-    auto o = small();
+    auto o = small_gate();
     o.min_requests = gate_model::options{}.min_requests;
     REQUIRE(o.min_requests == 100);
     for (std::uint64_t seed = 1; seed <= 20; ++seed) {
@@ -286,7 +275,7 @@ TEST_CASE("gate model: a dependency failing half the time keeps it open") {
     }
   }
   SUBCASE("a closed gate reopens when the dependency comes back half healthy") {
-    auto o = small();
+    auto o = small_gate();
     // The defaults: two successes step up, four failures fall back (two
     // would judge a fall back from too few), six steps.
     o.step_successes = gate_model::options{}.step_successes;
@@ -309,7 +298,7 @@ TEST_CASE("gate model: a dependency failing half the time keeps it open") {
 
 TEST_CASE("gate model: bad options are refused by name") {
   auto with = [](auto change) {
-    auto o = small();
+    auto o = small_gate();
     change(o);
     return o;
   };
@@ -345,7 +334,7 @@ TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots sta
   // Four threads on interleaved virtual time (thread t at (4i + t) x 100 us,
   // no shared clock: the gate's own synchronisation is all there is between
   // them): a total outage, then recovery.
-  coretry::local_gate gate(small());
+  coretry::local_gate gate(small_gate());
   auto at = [](int i, int t) { return duration(std::chrono::microseconds((4 * i + t) * 100)); };
   constexpr int threads = 4;
   std::vector<std::vector<duration>> slots(threads);
@@ -394,7 +383,7 @@ TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots sta
 TEST_CASE("gate: first attempts are throttled only when asked, with the window's failure pressure") {
   coretry::testing::scripted_random draws{0.3, 0.9};
   SUBCASE("off by default: a closed gate still lets every first attempt through, drawing nothing") {
-    coretry::local_gate gate(small());
+    coretry::local_gate gate(small_gate());
     for (int i = 0; i < 10; ++i) gate.record(attempt_status::transient, 0ms);
     REQUIRE_FALSE(gate.is_open());
     CHECK(gate.allow_first_attempt(1ms, draws));
@@ -402,7 +391,7 @@ TEST_CASE("gate: first attempts are throttled only when asked, with the window's
     CHECK(gate.counts().throttled == 0);
   }
   SUBCASE("on: rejected with probability p once the window holds min_requests results") {
-    auto o = small();
+    auto o = small_gate();
     o.throttle_first_attempts = true;
     coretry::local_gate gate(o);
     for (int i = 0; i < 9; ++i) gate.record(attempt_status::transient, 0ms);
@@ -429,7 +418,7 @@ TEST_CASE("gate: first attempts are throttled only when asked, with the window's
 }
 
 TEST_CASE("gate model: while closed, one probe at a time") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 0ms);
   const gate_decision first = g.ask(0ms, never, nullptr);
   REQUIRE(first.what == action::admit);
@@ -453,12 +442,12 @@ TEST_CASE("gate model: while closed, one probe at a time") {
   CHECK(is_recheck(g.ask(1200ms, never, nullptr), 1200ms));
   CHECK(g.ask(1210ms, never, nullptr).what == action::admit);
   // An open gate's admissions are no probes.
-  gate_model open(small());
+  gate_model open(small_gate());
   CHECK(open.ask(0ms, never, nullptr).ticket == 0);
 }
 
 TEST_CASE("gate model: once the rate has grown, probes overlap") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 0ms);
   const gate_decision first = g.ask(0ms, never, nullptr);
   g.record(attempt_status::success, 10ms);
@@ -476,7 +465,7 @@ TEST_CASE("gate model in a fleet: members closing together take their first slot
   // Two members of a fleet of two: slots every 2 x 100 ms. Both close at
   // 1 s; the one at phase 0 sends its first probe at once, the one at phase
   // 0.5 half a fleet slot (100 ms) later, never both at once.
-  gate_model first(small()), second(small());
+  gate_model first(small_gate()), second(small_gate());
   first.set_fleet({}, 2, 0.0);
   second.set_fleet({}, 2, 0.5);
   fail_n(first, 10, 1s);
@@ -488,18 +477,18 @@ TEST_CASE("gate model in a fleet: members closing together take their first slot
   CHECK(is_wait_until(second.ask(1s, never, nullptr), 1s + 100ms));
   // A phase out of range is taken at its nearest bound; a member on its own
   // (phase 0) is unchanged.
-  gate_model alone(small());
+  gate_model alone(small_gate());
   alone.set_fleet({}, 1, -3.0);
   fail_n(alone, 10, 1s);
   CHECK(alone.ask(1s, never, nullptr).what == action::admit);
 }
 
 TEST_CASE("gate model in a fleet: the peers' results step the slow start as the gate's own do") {
-  gate_model g(small());
+  gate_model g(small_gate());
   fail_n(g, 10, 0ms);
   REQUIRE(g.current() == gate_model::state::recovering);
   // Open: peers' results do not step anything.
-  gate_model open(small());
+  gate_model open(small_gate());
   open.step_on_peers(100, 0, 0ms);
   CHECK(open.current() == gate_model::state::open);
   CHECK(open.level() == 0);
@@ -520,7 +509,7 @@ TEST_CASE("gate model in a fleet: the peers' results step the slow start as the 
 }
 
 TEST_CASE("local gate in a fleet: while recovering, what the peers' counts grew by steps the slow start") {
-  coretry::local_gate g(small());
+  coretry::local_gate g(small_gate());
   for (int i = 0; i < 10; ++i) g.record(attempt_status::transient, 0ms);
   REQUIRE_FALSE(g.is_open());
   // The first exchange brings the window's counts: 40 requests, 2 accepts

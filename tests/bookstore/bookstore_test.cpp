@@ -914,8 +914,8 @@ TEST_CASE("hostile clients: a client that never reads its responses is reset wit
   const std::string request = hostile::get_request("/metrics");
   const auto start = hostile::clock::now();
   REQUIRE(reader.send(request + request + request + request));
-  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 1; }, 3s));
-  CHECK(cli_tests::eventually([&] { return store->open_connections() == 0; }, 3s));
+  REQUIRE(eventually([&] { return store->open_connections() == 1; }, 3s));
+  CHECK(eventually([&] { return store->open_connections() == 0; }, 3s));
   const auto elapsed = hostile::clock::now() - start;
   CHECK(elapsed >= 400ms);
   CHECK(elapsed < 2s);
@@ -933,7 +933,7 @@ TEST_CASE("hostile clients: at the cap, with a client waiting, a stalled respons
   const std::string request = hostile::get_request("/metrics");
   const auto asked = hostile::clock::now();
   REQUIRE(reader.send(request + request + request + request));
-  REQUIRE(cli_tests::eventually([&] { return store->open_connections() == 1; }, 3s));
+  REQUIRE(eventually([&] { return store->open_connections() == 1; }, 3s));
   hostile::raw_connection client{port}; // waits in the backlog
   const auto start = hostile::clock::now();
   REQUIRE(client.send(request));

@@ -116,7 +116,7 @@ TEST_CASE("at the connection cap new clients wait in the backlog, without spinni
 TEST_CASE("at the cap, idle kept-alive connections are closed oldest first to admit new clients") {
   coretry::faults::fault_server_options options;
   options.max_clients = 8;
-  running_server server{options};
+  server_thread server{options};
   // Cap + 4 connections that each take one answer and stay idle: the last
   // four wait in the backlog until idle ones are closed for them.
   const std::string request = hostile::get_request("/status/200");
@@ -162,7 +162,7 @@ TEST_CASE("at the cap, idle kept-alive connections are closed oldest first to ad
 TEST_CASE("a client that never reads its responses is reset within the send timeout and its connection freed") {
   coretry::faults::fault_server_options options;
   options.limits.send_timeout = 500ms;
-  running_server server{options};
+  server_thread server{options};
   raw_connection reader{server->port(), false};
   reader.receive_buffer(1024);
   reader.connect();
@@ -182,7 +182,7 @@ TEST_CASE("a client that never reads its responses is reset within the send time
 TEST_CASE("at the cap, with a client waiting, a response stalled for a second is given up before its send timeout") {
   coretry::faults::fault_server_options options;
   options.max_clients = 1;
-  running_server server{options}; // a 10 s send timeout
+  server_thread server{options}; // a 10 s send timeout
   raw_connection reader{server->port(), false};
   reader.receive_buffer(1024);
   reader.connect();

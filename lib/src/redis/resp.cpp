@@ -8,7 +8,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 
@@ -149,7 +152,17 @@ asio::awaitable<void> connection::open(const endpoint& at) {
 }
 
 asio::awaitable<void> connection::wait_readable() {
-  co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, asio::use_awaitable);
+  // The reactor can report a readiness that is already spent: an event for
+  // bytes that the last reply's read took (with the io_context on several
+  // threads, one thread may hold that event while another reads). Only a
+  // byte waiting, the peer's close or an error ends the wait; a wait that
+  // finds nothing waits again (the caller bounds it with its own timer).
+  for (;;) {
+    co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, asio::use_awaitable);
+    char byte = 0;
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
+  }
 }
 
 asio::awaitable<reply> connection::command(const std::vector<std::string>& args) {

@@ -60,8 +60,9 @@ public:
   /// Sends one command and reads its reply (an error reply is a reply).
   boost::asio::awaitable<reply> command(const std::vector<std::string>& args);
   /// Completes when the socket turns readable (between commands: Redis
-  /// closed it, or sent what nobody asked for). Throws system_error when the
-  /// wait fails.
+  /// closed it, or sent what nobody asked for): a byte waits, or the peer
+  /// closed, or the socket failed; a spent readiness is waited past. Throws
+  /// system_error when the wait fails.
   boost::asio::awaitable<void> wait_readable();
   /// Closes the socket; open() may be called again.
   void close() noexcept;

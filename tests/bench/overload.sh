@@ -38,16 +38,8 @@ done
 command -v wrk >/dev/null || { echo "wrk is missing (apt-get install wrk)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "curl is missing" >&2; exit 2; }
 
-work=$(mktemp -d /tmp/coretry-overload-XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # start, sample
+source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # scratch, start, sample
+scratch overload
 
 start "$work/pricing.out" "$coretry" faults --listen 127.0.0.1:0 --log-limit "$log_limit"
 pricing=$url

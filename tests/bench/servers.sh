@@ -1,6 +1,20 @@
-# Shared by the benchmark scripts (sourced, not run): starting the programs
-# under test and reading their /metrics. The sourcing script owns `pids`
-# (the programs to stop on exit).
+# Shared by the benchmark scripts (sourced, not run): a scratch directory,
+# starting the programs under test and stopping them on exit, and reading
+# their /metrics.
+
+# Makes $work, a scratch directory named for the benchmark ($1), and an
+# empty `pids`; on exit every program in pids is stopped with SIGTERM and
+# $work removed.
+scratch() {
+  work=$(mktemp -d "/tmp/coretry-$1-XXXXXX")
+  pids=()
+  trap stop_all EXIT
+}
+stop_all() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
 
 # Starts a program that prints "listening on URL"; sets $url and $pid and
 # adds the pid to pids. Fails the script if no address comes within 10 s.

@@ -38,16 +38,8 @@ done
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 (( $(ulimit -n) >= 4096 )) || { echo "needs 4096 descriptors (ulimit -n), has $(ulimit -n)" >&2; exit 2; }
 
-work=$(mktemp -d /tmp/coretry-slow-clients-XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # start, sample
+source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # scratch, start, sample
+scratch slow-clients
 
 # The bookstore's pricing service, not under attack.
 start "$work/pricing.out" "$coretry" faults --listen 127.0.0.1:0 --log-limit 0 --max-clients 2048

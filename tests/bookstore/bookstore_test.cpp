@@ -861,45 +861,9 @@ TEST_CASE("hostile clients: at the cap, idle kept-alive connections are closed o
   bookstore::options o = options_for("http://127.0.0.1:9/{id}");
   o.max_clients = 8;
   bookstore_runner store{o};
-  const auto port = port_of(store->base_url());
-  // Cap + 4 connections that each take one answer and stay idle: the last
-  // four wait in the backlog until idle ones are closed for them.
-  const std::string request = hostile::get_request("/metrics");
-  std::vector<std::unique_ptr<hostile::raw_connection>> flood;
-  for (int i = 0; i < 12; ++i) {
-    flood.push_back(std::make_unique<hostile::raw_connection>(port));
-    REQUIRE(flood.back()->send(request));
-    if (i < 8) REQUIRE(flood.back()->read_response(3s).starts_with("HTTP/1.1 200 "));
-    // The second oldest is in the middle of its next request: never closed for room.
-    if (i == 1) REQUIRE(flood.back()->send("GET /metrics HTTP/1.1\r\n"));
-  }
-
-  hostile::raw_connection client{port};
-  const auto start = hostile::clock::now();
-  REQUIRE(client.send(request));
-  CHECK(client.read_response(2s).starts_with("HTTP/1.1 200 "));
-  CHECK(hostile::clock::now() - start < 2s);
-  for (int i = 8; i < 12; ++i) CHECK(flood[i]->read_response(1s).starts_with("HTTP/1.1 200 "));
-  // Five closed (four flood connections and the client admitted), the oldest
-  // idle ones, sparing the one in the middle of a request.
-  CHECK(metric_reaches(store, "bookstore_idle_closed_total", 5));
-  // Closed by now: one that is shows at once. Under load two connections
-  // answered in turn may become idle in the other order, so only the count,
-  // the oldest and the newest are fixed.
-  std::vector<int> closed;
-  std::string closed_list;
-  for (int i = 0; i < 8; ++i)
-    if (i != 1 && flood[i]->wait_for_end(300ms).closed) {
-      closed.push_back(i);
-      closed_list += std::to_string(i) + " ";
-    }
-  CAPTURE(closed_list);
-  CHECK(closed.size() == 5);
-  CHECK((!closed.empty() && closed.front() == 0));
-  CHECK((!closed.empty() && closed.back() < 7));
-  REQUIRE(flood[1]->send("Host: x\r\n\r\n"));
-  CHECK(flood[1]->read_response(2s).starts_with("HTTP/1.1 200 "));
-  CHECK(store->open_connections() <= 8);
+  hostile::check_idle_flood(
+      port_of(store->base_url()), hostile::get_request("/metrics"), [&] { return store->open_connections(); },
+      [&] { return static_cast<std::uint64_t>(metric(store->metrics(), "bookstore_idle_closed_total")); });
 }
 
 TEST_CASE("hostile clients: a client that never reads its responses is reset within the send timeout") {
@@ -907,13 +871,9 @@ TEST_CASE("hostile clients: a client that never reads its responses is reset wit
   o.limits.send_timeout = 500ms;
   bookstore_runner store{o};
   const auto port = port_of(store->base_url());
-  hostile::raw_connection reader{port, false};
-  reader.receive_buffer(1024);
-  reader.connect();
-  // Pipelined requests for /metrics (several KB each), more than the window.
-  const std::string request = hostile::get_request("/metrics");
   const auto start = hostile::clock::now();
-  REQUIRE(reader.send(request + request + request + request));
+  // Answers from /metrics are several KB each, more than the window.
+  const auto reader = hostile::never_reading_client(port, hostile::get_request("/metrics"));
   REQUIRE(eventually([&] { return store->open_connections() == 1; }, 3s));
   CHECK(eventually([&] { return store->open_connections() == 0; }, 3s));
   const auto elapsed = hostile::clock::now() - start;
@@ -927,12 +887,9 @@ TEST_CASE("hostile clients: at the cap, with a client waiting, a stalled respons
   o.max_clients = 1; // a 10 s send timeout
   bookstore_runner store{o};
   const auto port = port_of(store->base_url());
-  hostile::raw_connection reader{port, false};
-  reader.receive_buffer(1024);
-  reader.connect();
   const std::string request = hostile::get_request("/metrics");
   const auto asked = hostile::clock::now();
-  REQUIRE(reader.send(request + request + request + request));
+  const auto reader = hostile::never_reading_client(port, request);
   REQUIRE(eventually([&] { return store->open_connections() == 1; }, 3s));
   hostile::raw_connection client{port}; // waits in the backlog
   const auto start = hostile::clock::now();

@@ -117,44 +117,9 @@ TEST_CASE("at the cap, idle kept-alive connections are closed oldest first to ad
   coretry::faults::fault_server_options options;
   options.max_clients = 8;
   server_thread server{options};
-  // Cap + 4 connections that each take one answer and stay idle: the last
-  // four wait in the backlog until idle ones are closed for them.
-  const std::string request = hostile::get_request("/status/200");
-  std::vector<std::unique_ptr<raw_connection>> flood;
-  for (int i = 0; i < 12; ++i) {
-    flood.push_back(std::make_unique<raw_connection>(server->port()));
-    REQUIRE(flood.back()->send(request));
-    if (i < 8) REQUIRE(flood.back()->read_response(3s).starts_with("HTTP/1.1 200 "));
-    // The second oldest is in the middle of its next request: never closed for room.
-    if (i == 1) REQUIRE(flood.back()->send("GET /status/200 HTTP/1.1\r\n"));
-  }
-
-  raw_connection client{server->port()};
-  const auto start = hostile::clock::now();
-  REQUIRE(client.send(request));
-  CHECK(client.read_response(2s).starts_with("HTTP/1.1 200 "));
-  CHECK(hostile::clock::now() - start < 2s);
-  for (int i = 8; i < 12; ++i) CHECK(flood[i]->read_response(1s).starts_with("HTTP/1.1 200 "));
-  // Five closed (four flood connections and the client admitted), the oldest
-  // idle ones, sparing the one in the middle of a request.
-  CHECK(eventually([&] { return server->counters().idle_closed == 5; }));
-  // Closed by now: one that is shows at once. Under load two connections
-  // answered in turn may become idle in the other order, so only the count,
-  // the oldest and the newest are fixed.
-  std::vector<int> closed;
-  std::string closed_list;
-  for (int i = 0; i < 8; ++i)
-    if (i != 1 && flood[i]->wait_for_end(300ms).closed) {
-      closed.push_back(i);
-      closed_list += std::to_string(i) + " ";
-    }
-  CAPTURE(closed_list);
-  CHECK(closed.size() == 5);
-  CHECK((!closed.empty() && closed.front() == 0));
-  CHECK((!closed.empty() && closed.back() < 7));
-  REQUIRE(flood[1]->send("Host: x\r\n\r\n"));
-  CHECK(flood[1]->read_response(2s).starts_with("HTTP/1.1 200 "));
-  CHECK(server->open_connections() <= 8);
+  hostile::check_idle_flood(
+      server->port(), hostile::get_request("/status/200"), [&] { return server->open_connections(); },
+      [&] { return static_cast<std::uint64_t>(server->counters().idle_closed); });
   // The request for the log may itself close one more.
   CHECK(log_of(server->port()).at("refused").at("idle_closed_at_cap").to_number<std::uint64_t>() >= 5);
 }
@@ -163,13 +128,10 @@ TEST_CASE("a client that never reads its responses is reset within the send time
   coretry::faults::fault_server_options options;
   options.limits.send_timeout = 500ms;
   server_thread server{options};
-  raw_connection reader{server->port(), false};
-  reader.receive_buffer(1024);
-  reader.connect();
-  // Pipelined requests for answers of 4 KB each, more than the window.
-  const std::string request = hostile::get_request("/status/200?body=" + std::string(4000, 'x'));
   const auto start = hostile::clock::now();
-  REQUIRE(reader.send(request + request + request + request));
+  // Answers of 4 KB each, more than the window.
+  const auto reader =
+      hostile::never_reading_client(server->port(), hostile::get_request("/status/200?body=" + std::string(4000, 'x')));
   REQUIRE(eventually([&] { return server->open_connections() == 1; }));
   CHECK(eventually([&] { return server->open_connections() == 0; }, 3s));
   const auto elapsed = hostile::clock::now() - start;
@@ -183,12 +145,9 @@ TEST_CASE("at the cap, with a client waiting, a response stalled for a second is
   coretry::faults::fault_server_options options;
   options.max_clients = 1;
   server_thread server{options}; // a 10 s send timeout
-  raw_connection reader{server->port(), false};
-  reader.receive_buffer(1024);
-  reader.connect();
-  const std::string large = hostile::get_request("/status/200?body=" + std::string(4000, 'x'));
   const auto asked = hostile::clock::now();
-  REQUIRE(reader.send(large + large + large + large));
+  const auto reader =
+      hostile::never_reading_client(server->port(), hostile::get_request("/status/200?body=" + std::string(4000, 'x')));
   REQUIRE(eventually([&] { return server->open_connections() == 1; }));
   raw_connection client{server->port()}; // waits in the backlog
   const auto start = hostile::clock::now();

@@ -67,12 +67,15 @@ std::optional<std::string> load_client_certificate(ssl::context& context, const 
   context.set_password_callback(
       [password = private_key_password](std::size_t, ssl::context::password_purpose) { return password; }, ec);
   context.use_private_key_file(key_file, ssl::context::pem, ec);
-  if (ec) return "the private key file '" + key_file +
-                 "' holds no usable PEM private key, or its password is missing or wrong (" + ec.message() + ")";
-  if (SSL_CTX_check_private_key(context.native_handle()) != 1) {
+  const bool mismatch = ec && ec.category() == asio::error::get_ssl_category() &&
+                        ERR_GET_LIB(static_cast<unsigned long>(ec.value())) == ERR_LIB_X509 &&
+                        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH;
+  if (mismatch || (!ec && SSL_CTX_check_private_key(context.native_handle()) != 1)) {
     ::ERR_clear_error();
     return "the private key in '" + key_file + "' does not belong to the certificate in '" + certificate_file + "'";
   }
+  if (ec) return "the private key file '" + key_file +
+                 "' holds no usable PEM private key, or its password is missing or wrong (" + ec.message() + ")";
   return std::nullopt;
 }
 

@@ -3,6 +3,7 @@
 #include "cli/command_line.hpp"
 #include "cli/exit_status.hpp"
 
+#include <coretry/http/tls.hpp>
 #include <faults/fault_server.hpp>
 
 #include <boost/asio/signal_set.hpp>
@@ -10,6 +11,8 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 namespace coretry::cli {
@@ -38,9 +41,20 @@ std::string default_listen_address() { return coretry::faults::fault_server_opti
 
 int run_faults(const faults_arguments& args) {
   if (args.ca_out && !args.tls) throw usage_error("--ca-out needs --tls: a plain HTTP server has no CA");
+  if (args.tls_client_ca && !args.tls)
+    throw usage_error("--tls-client-ca needs --tls: client certificates are asked for in the TLS handshake");
   coretry::faults::fault_server_options options;
   if (args.listen) options.listen = *args.listen;
   options.tls = args.tls;
+  if (args.tls_client_ca) {
+    // The same check as a client's --cacert: a file of PEM certificates.
+    if (auto problem = http::ca_file_problem(*args.tls_client_ca)) throw usage_error("--tls-client-ca: " + *problem);
+    std::ifstream file{*args.tls_client_ca, std::ios::binary};
+    std::ostringstream content;
+    content << file.rdbuf();
+    if (!file) throw usage_error("--tls-client-ca: cannot read '" + *args.tls_client_ca + "'");
+    options.client_ca_pem = content.str();
+  }
   if (args.log_limit) options.log_limit = parse_count("--log-limit", *args.log_limit, 0, most_logged_requests);
   if (args.header_timeout) options.limits.header_timeout = timeout_option("--header-timeout", *args.header_timeout);
   if (args.keep_alive_timeout)

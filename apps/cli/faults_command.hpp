@@ -11,6 +11,7 @@ struct faults_arguments {
   std::optional<std::string> listen; ///< IP:PORT as typed; default_listen_address() when not given
   bool tls = false;
   std::optional<std::string> ca_out;
+  std::optional<std::string> tls_client_ca; ///< PEM file of the CAs whose client certificates are required
   std::optional<std::string> log_limit; ///< requests kept for /_log, as typed
   std::optional<std::string> header_timeout;     ///< seconds, as typed
   std::optional<std::string> keep_alive_timeout; ///< seconds, as typed
@@ -24,7 +25,7 @@ std::string default_listen_address();
 /// Serves until SIGINT or SIGTERM. Prints "listening on URL" as the first
 /// line of stdout (flushed) once it accepts connections, after writing the CA
 /// to --ca-out, so that whoever waits for that line can use both. Returns the
-/// exit status; throws usage_error for a bad --listen, --log-limit,
+/// exit status; throws usage_error for an unusable --tls-client-ca, a bad --listen, --log-limit,
 /// --header-timeout, --keep-alive-timeout, --send-timeout or --max-clients.
 int run_faults(const faults_arguments& args);
 

@@ -8,6 +8,7 @@
 
 #include <common/quoting.hpp>
 #include <coretry/http/idempotency.hpp>
+#include <coretry/http/proxy.hpp>
 #include <coretry/http/tls.hpp>
 #include <coretry/http/url.hpp>
 
@@ -79,6 +80,59 @@ std::string request_body(const std::vector<std::string>& data) {
 // would look like a transient TLS failure and be retried.
 void check_ca_file(const std::string& path) {
   if (auto problem = http::ca_file_problem(path)) throw usage_error("--cacert: " + *problem);
+}
+
+// A key's password from a file: its first line, at most 1 KiB.
+std::string read_password_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) throw usage_error("--key-password-file: cannot read '" + path + "': " + std::strerror(errno));
+  char buffer[1026];
+  const std::size_t n = std::fread(buffer, 1, sizeof buffer, file);
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  std::fclose(file);
+  if (failed) throw usage_error("--key-password-file: cannot read '" + path + "': " + std::strerror(error));
+  std::string password(buffer, n);
+  password = password.substr(0, password.find_first_of("\r\n"));
+  if (password.size() > 1024) throw usage_error("--key-password-file: the password is longer than 1024 bytes");
+  if (password.empty()) throw usage_error("--key-password-file: '" + path + "' holds no password on its first line");
+  return password;
+}
+
+// --cert, --key and the key's password: checked here, so that a missing or
+// wrong file is bad input before anything is sent.
+void set_client_certificate(const fetch_arguments& args, http::client_options& client) {
+  if (!args.cert) {
+    if (args.key || args.key_password_file || args.key_password_env)
+      throw usage_error(std::string{args.key ? "--key" : args.key_password_file ? "--key-password-file" : "--key-password-env"} +
+                        " needs --cert");
+    return;
+  }
+  if (args.key_password_file && args.key_password_env)
+    throw usage_error("--key-password-file and --key-password-env both give the key's password; give only one");
+  if (args.key_password_file) client.private_key_password = read_password_file(*args.key_password_file);
+  if (args.key_password_env) {
+    const char* value = std::getenv(args.key_password_env->c_str());
+    if (!value) throw usage_error("--key-password-env: the variable " + quoted(*args.key_password_env) + " is not set");
+    client.private_key_password = value;
+  }
+  client.certificate_file = *args.cert;
+  client.private_key_file = args.key.value_or("");
+  if (auto problem = http::client_certificate_problem(client.certificate_file, client.private_key_file,
+                                                      client.private_key_password))
+    throw usage_error((args.key ? "--cert/--key: " : "--cert: ") + *problem);
+}
+
+// -x, or the environment's proxy for this URL's scheme; --noproxy, or NO_PROXY.
+void set_proxy(const fetch_arguments& args, const http::url_parts& url, fetch_plan& plan) {
+  const http::proxy_environment env = http::proxy_from_environment(url.tls);
+  const std::string source = args.proxy ? "-x" : env.proxy_variable;
+  plan.client.proxy = args.proxy ? *args.proxy : env.proxy;
+  plan.client.no_proxy = args.noproxy ? *args.noproxy : env.no_proxy;
+  if (plan.client.proxy.empty()) return;
+  if (auto problem = http::proxy_url_problem(plan.client.proxy)) throw usage_error(source + ": " + *problem);
+  if (!http::bypasses_proxy(plan.client.no_proxy, url.host))
+    plan.proxy_shown = http::parse_proxy_url(plan.client.proxy).shown;
 }
 
 std::string checked_idempotency_key(const std::string& key) {
@@ -216,6 +270,7 @@ bool write_stdout(std::string_view content) {
 void print_request(const fetch_plan& plan) {
   std::fprintf(stderr, "* %s %s\n", std::string{plan.request.method_string()}.c_str(), redact_url(plan.url).c_str());
   std::fprintf(stderr, "* policy: %s\n", policy_summary(plan.policy).c_str());
+  if (!plan.proxy_shown.empty()) std::fprintf(stderr, "* through the proxy %s\n", plan.proxy_shown.c_str());
   // The fields as given and as derived from -d; the client adds Host,
   // User-Agent and Content-Length.
   for (const auto& field : plan.request)
@@ -247,7 +302,19 @@ boost::json::object outcome_json(const fetch_plan& plan, const http::result& res
   json["idempotency_key"] = plan.idempotency_key ? boost::json::value(*plan.idempotency_key) : nullptr;
   json["interrupted_by"] = interrupted_by ? boost::json::value(signal_name(interrupted_by)) : nullptr;
   json["policy"] = describe_policy(plan);
+  json["proxy"] = plan.proxy_shown.empty() ? boost::json::value(nullptr) : boost::json::value(plan.proxy_shown);
   return json;
+}
+
+/// What the proxy had to do with a failure, naming it: "" when nothing.
+std::string proxy_failure(const http::exchange& x) {
+  if (x.error == http::proxy_error::refused)
+    return "; the proxy " + x.proxy + " refused the tunnel with HTTP " + std::to_string(x.proxy_status) +
+           (x.proxy_status == 407 ? " (it wants credentials: give them in the proxy URL)" : "");
+  if (x.error == http::proxy_error::bad_answer) return "; the proxy " + x.proxy + " gave no usable answer to CONNECT";
+  if (x.res && x.res->result_int() == 407)
+    return "; the proxy " + x.proxy + " wants credentials (407): give them in the proxy URL";
+  return {};
 }
 
 } // namespace
@@ -322,6 +389,8 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
     check_ca_file(*args.cacert);
     plan.client.ca_file = *args.cacert;
   }
+  set_client_certificate(args, plan.client);
+  set_proxy(args, http::parse_url(args.url), plan);
 
   if (args.out_of_credits_header) plan.classifiers.push_back(out_of_credits_rule(*args.out_of_credits_header));
   if (args.permanent_5xx_body) plan.classifiers.push_back(permanent_5xx_rule(*args.permanent_5xx_body));
@@ -471,6 +540,7 @@ int run_fetch(const fetch_plan& plan) {
       line += "; without -o the body is held in memory, at most " + std::to_string(plan.client.body_limit) +
               " bytes (--stdout-limit" + (plan.max_filesize ? ", --max-filesize" : "") + "): use -o FILE for more";
     }
+    if (result->value && !result->value->proxy.empty()) line += proxy_failure(*result->value);
     if (output) output->discard();
     std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
   }

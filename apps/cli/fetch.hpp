@@ -39,6 +39,13 @@ struct fetch_arguments {
   std::optional<std::string> jitter;
   std::optional<std::string> idempotency_key;
   std::optional<std::string> cacert;
+  std::optional<std::string> cert;
+  std::optional<std::string> key;
+  std::optional<std::string> key_password_file;
+  std::optional<std::string> key_password_env;
+  /// -x: given (even empty, which turns the environment's proxy off) or not.
+  std::optional<std::string> proxy;
+  std::optional<std::string> noproxy;
   std::optional<std::string> out_of_credits_header;
   std::optional<std::string> permanent_5xx_body;
 };
@@ -78,6 +85,8 @@ struct fetch_plan {
   std::vector<header_field> headers; ///< the -H fields as given (also in `request`)
   coretry::policy policy;
   http::client_options client;
+  /// The proxy this URL goes through, credentials redacted; empty: directly.
+  std::string proxy_shown;
   std::optional<std::string> idempotency_key;
   std::vector<http::classifier_extension> classifiers;
   std::optional<std::string> output;
@@ -88,7 +97,9 @@ struct fetch_plan {
 };
 
 /// Checks every argument. Throws usage_error (one line naming the problem)
-/// for anything that would make the request wrong or impossible.
+/// for anything that would make the request wrong or impossible. Without -x
+/// the proxy comes from the environment (http::proxy_from_environment, as
+/// curl reads it), and without --noproxy the list from NO_PROXY.
 fetch_plan make_fetch_plan(const fetch_arguments& args);
 
 /// Runs the request: body to stdout (or -o) on success, a one-line error on

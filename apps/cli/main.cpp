@@ -233,6 +233,27 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               "generates a random UUID",
               "auto|KEY", request);
   text_option(fetch, "--cacert", args.cacert, "also trust the CA certificates in FILE (PEM)", "FILE", request);
+  text_option(fetch, "--cert", args.cert,
+              "client certificate (PEM), sent when the server asks;\nits key too unless --key is given", "FILE",
+              request);
+  text_option(fetch, "--key", args.key, "the client certificate's private key (PEM)", "FILE", request);
+  text_option(fetch, "--key-password-file", args.key_password_file,
+              "the key's password: the first line of FILE", "FILE", request);
+  text_option(fetch, "--key-password-env", args.key_password_env,
+              "the key's password: the value of the environment\nvariable NAME", "NAME", request);
+  text_option(fetch, "-x,--proxy", args.proxy,
+              "send through the HTTP proxy\n[http://][USER:PASS@]HOST[:PORT] (port 1080 if\n"
+              "not given); https:// URLs go through a CONNECT\n"
+              "tunnel. Without -x: https_proxy, HTTPS_PROXY,\n"
+              "http_proxy (lower case only), all_proxy,\n"
+              "ALL_PROXY as curl reads them; -x '' turns them off",
+              "URL", request);
+  text_option(fetch, "--noproxy", args.noproxy,
+              "hosts reached directly: comma-separated names\n"
+              "(a domain covers its subdomains), addresses,\n"
+              "networks (10.0.0.0/8), or '*'; overrides\n"
+              "no_proxy/NO_PROXY",
+              "LIST", request);
 
   const std::string output = "Output";
   text_option(fetch, "-o,--output", args.output,
@@ -296,6 +317,9 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
               "IP:PORT", "Options")
       ->default_str(coretry::cli::default_listen_address());
   auto* tls = faults.add_flag("--tls", args.tls, "serve HTTPS with a freshly generated test CA");
+  text_option(faults, "--tls-client-ca", args.tls_client_ca,
+              "require a client certificate issued by a CA in\nFILE (PEM); needs --tls", "FILE", "Options")
+      ->needs(tls);
   text_option(faults, "--ca-out", args.ca_out, "write that CA's certificate (PEM) to FILE", "FILE", "Options")
       ->needs(tls);
   text_option(faults, "--log-limit", args.log_limit,

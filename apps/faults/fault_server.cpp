@@ -126,6 +126,12 @@ public:
       tls_->use_certificate_chain(asio::buffer(options.pki->cert_pem));
       tls_->use_private_key(asio::buffer(options.pki->key_pem), asio::ssl::context::pem);
       ca_pem_ = options.pki->ca_pem;
+      if (!options.client_ca_pem.empty()) {
+        tls_->add_certificate_authority(asio::buffer(options.client_ca_pem));
+        tls_->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+      }
+    } else if (!options.client_ca_pem.empty()) {
+      throw std::invalid_argument("client_ca_pem needs tls");
     }
     base_url_ = serving::open_listener(acceptor_, endpoint, tls_ ? "https" : "http");
     port_ = acceptor_.local_endpoint().port();

@@ -51,6 +51,10 @@ struct fault_server_options {
   /// With tls, the certificate and key to serve and the CA to publish;
   /// generate_test_pki() with default options (localhost, 127.0.0.1) if empty.
   std::optional<test_pki> pki;
+  /// With tls, require a client certificate issued by one of the CAs in this
+  /// PEM text: a client without one, or with another, fails the handshake.
+  /// Empty: no client certificate is asked for.
+  std::string client_ca_pem;
   /// How many requests the log keeps: the most recent ones, so that a server
   /// under a long load test does not grow without bound. 0 keeps none.
   std::size_t log_limit = 10000;

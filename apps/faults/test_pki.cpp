@@ -154,8 +154,13 @@ std::string certificate_pem(X509* certificate) {
   return to_pem([certificate](BIO* bio) { return PEM_write_bio_X509(bio, certificate); });
 }
 
-std::string private_key_pem(EVP_PKEY* key) {
-  return to_pem([key](BIO* bio) { return PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr); });
+std::string private_key_pem(EVP_PKEY* key, const std::string& password = {}) {
+  if (password.empty())
+    return to_pem([key](BIO* bio) { return PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr); });
+  return to_pem([key, &password](BIO* bio) {
+    return PEM_write_bio_PKCS8PrivateKey(bio, key, EVP_aes_256_cbc(), password.data(), static_cast<int>(password.size()),
+                                         nullptr, nullptr);
+  });
 }
 
 } // namespace
@@ -184,7 +189,20 @@ test_pki generate_test_pki(const pki_options& options) {
   add_subject_alternative_names(server.get(), options);
   sign(server.get(), issuer, issuer_key);
 
-  return test_pki{certificate_pem(ca.get()), certificate_pem(server.get()), private_key_pem(server_key.get())};
+  test_pki pki{certificate_pem(ca.get()), certificate_pem(server.get()), private_key_pem(server_key.get()), {}, {}};
+  if (options.client_certificate) {
+    const key_ptr client_key = generate_p256_key();
+    const certificate_ptr client =
+        new_certificate(client_key.get(), "coretry test client", -std::chrono::hours{1}, std::chrono::hours{24});
+    add_extension(client.get(), client.get(), NID_basic_constraints, "critical,CA:FALSE");
+    add_extension(client.get(), client.get(), NID_key_usage, "critical,digitalSignature");
+    add_extension(client.get(), client.get(), NID_ext_key_usage, "clientAuth");
+    add_extension(client.get(), ca.get(), NID_authority_key_identifier, "keyid:always");
+    sign(client.get(), ca.get(), ca_key.get());
+    pki.client_cert_pem = certificate_pem(client.get());
+    pki.client_key_pem = private_key_pem(client_key.get(), options.client_key_password);
+  }
+  return pki;
 }
 
 } // namespace coretry::faults

@@ -24,12 +24,20 @@ struct pki_options {
   /// False makes the server certificate self-signed: the returned CA is then
   /// unrelated to it, so a client trusting that CA rejects the server.
   bool signed_by_ca = true;
+  /// Also make a client certificate signed by the CA (test_pki::client_cert_pem).
+  bool client_certificate = false;
+  /// Encrypt the client's private key (AES-256-CBC) with this password; empty: unencrypted.
+  std::string client_key_password;
 };
 
 struct test_pki {
   std::string ca_pem;   ///< The CA certificate that clients should trust.
   std::string cert_pem; ///< The server certificate.
   std::string key_pem;  ///< The server's private key (PKCS#8, unencrypted).
+  /// With pki_options::client_certificate: a certificate for TLS client
+  /// authentication (CN "coretry test client") and its private key.
+  std::string client_cert_pem;
+  std::string client_key_pem;
 };
 
 /// Generates EC P-256 keys and SHA-256-signed certificates: a CA (CA:TRUE,

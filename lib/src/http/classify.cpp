@@ -1,5 +1,6 @@
 #include <coretry/classify.hpp>
 #include <coretry/http/classify.hpp>
+#include <coretry/http/proxy.hpp>
 #include <coretry/http/retry_after.hpp>
 
 #include <boost/asio/error.hpp>
@@ -67,6 +68,36 @@ bool is_certificate_failure(const boost::system::error_code& ec) {
   return ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED;
 }
 
+/// The server's refusal of this client's certificate, or of its absence:
+/// TLS alerts it sends during the handshake (TLS 1.2) or with its first
+/// record after it (TLS 1.3). Sending the same again gets the same refusal.
+bool is_client_certificate_refused(const boost::system::error_code& ec) {
+  if (ec.category() != boost::asio::error::get_ssl_category()) return false;
+  switch (ERR_GET_REASON(static_cast<unsigned long>(ec.value()))) {
+  case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+  case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+  case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+  case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+  case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+  case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+  case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+  case SSL_R_TLSV1_ALERT_ACCESS_DENIED: return true;
+  default: return false;
+  }
+}
+
+/// A proxy's refusal to open a tunnel: the request never reached the origin.
+verdict classify_proxy_refusal(const boost::system::error_code& ec, const exchange& x) {
+  if (ec != proxy_error::refused) return verdict::permanent("proxy_bad_answer", delivery::never_sent);
+  switch (x.proxy_status) {
+  case 502: return verdict::transient("proxy_502", delivery::never_sent);
+  case 503: return verdict::transient("proxy_503", delivery::never_sent);
+  case 504: return verdict::transient("proxy_504", delivery::never_sent);
+  case 407: return verdict::permanent("proxy_407", delivery::never_sent);
+  }
+  return verdict::permanent("proxy_refused", delivery::never_sent);
+}
+
 bool is_response_limit(const boost::system::error_code& ec) {
   return ec == beast_http::error::header_limit || ec == beast_http::error::body_limit ||
          ec == beast_http::error::buffer_overflow;
@@ -84,7 +115,9 @@ verdict classify_transport(const boost::system::error_code& ec, const exchange& 
                                                       !x.reused_connection);
   const delivery d = unsent ? delivery::never_sent : delivery::unknown;
   if (ec == attempt_error::timed_out) return verdict::transient("timeout", d);
+  if (ec.category() == proxy_error_category()) return classify_proxy_refusal(ec, x);
   if (is_certificate_failure(ec)) return verdict::permanent("tls_verification", delivery::never_sent);
+  if (is_client_certificate_refused(ec)) return verdict::permanent("tls_client_certificate", delivery::never_sent);
   if (is_response_limit(ec)) return verdict::permanent("response_too_large", delivery::unknown);
   if (x.reached == stage::handshaking) return verdict::transient("tls_handshake", delivery::never_sent);
   if (ec == beast_http::error::end_of_stream || ec == beast_http::error::partial_message ||
@@ -98,6 +131,7 @@ verdict classify_transport(const boost::system::error_code& ec, const exchange& 
 
 std::string_view status_category(unsigned status) {
   switch (status) {
+  case 407: return "http_407";
   case 408: return "http_408";
   case 413: return "http_413";
   case 429: return "http_429";

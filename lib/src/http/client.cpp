@@ -5,12 +5,15 @@
 //   prepare.hpp/.cpp        from URL, request and options to what each attempt sends
 //   pool.hpp                connections per origin, leases, waiters, idle expiry
 //   connect.hpp/.cpp        the connection, TLS context, lookup, TCP connect, handshake
+//   tunnel.hpp/.cpp         CONNECT through a proxy, its answer read within bounds
+//   proxy.cpp               proxy URLs, NO_PROXY lists, the environment's proxies
 //   exchange_io.hpp/.cpp    writing the request and the bounded read of the response
 //   response_reading.hpp    the sans-I/O steps of that read
 // Deadlines inside an attempt (connect, idle) use coretry::async_with_deadline.
 
 #include <coretry/http/client.hpp>
 
+#include <coretry/http/proxy.hpp>
 #include <coretry/http/tls.hpp>
 #include <coretry/with_deadline.hpp>
 
@@ -44,27 +47,42 @@ client_options checked(client_options o) {
   if (o.max_connections_per_origin == 0) refuse("max_connections_per_origin must be at least 1");
   if (o.header_limit == 0) refuse("header_limit must be at least 1 byte");
   if (o.line_limit == 0) refuse("line_limit must be at least 1 byte");
+  if (o.certificate_file.empty() && !o.private_key_file.empty())
+    refuse("private_key_file is given without certificate_file");
   return o;
+}
+
+/// client_options::proxy read, or null without one.
+std::shared_ptr<const proxy_route> route_of(const std::string& proxy) {
+  if (proxy.empty()) return nullptr;
+  proxy_parts parts = parse_proxy_url(proxy); // throws std::invalid_argument naming the problem
+  return std::make_shared<const proxy_route>(
+      proxy_route{std::move(parts.host), std::to_string(parts.port), std::move(parts.authorization),
+                  std::move(parts.shown)});
 }
 
 struct client_state {
   client_state(asio::any_io_executor ex, client_options o)
       : executor(std::move(ex)), options(checked(std::move(o))),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout),
-        tls(options.ca_file, options.verify_peer) {
-    if (!options.ca_file.empty()) {
+        tls(options), proxy(route_of(options.proxy)) {
+    if (!options.certificate_file.empty())
+      if (auto problem = client_certificate_problem(options.certificate_file, options.private_key_file,
+                                                    options.private_key_password))
+        throw std::invalid_argument("coretry::http: " + *problem);
+    if (!options.ca_file.empty() || !options.certificate_file.empty()) {
       // A client given a CA file speaks HTTPS: its TLS context is made now,
       // so that a bad file is a clear error at construction (not a handshake
       // failure on every attempt later) and loading the trust stores is not
       // charged to the first request's deadline.
-      if (auto problem = ca_file_problem(options.ca_file)) throw std::invalid_argument("coretry::http: " + *problem);
+      if (!options.ca_file.empty())
+        if (auto problem = ca_file_problem(options.ca_file)) throw std::invalid_argument("coretry::http: " + *problem);
       try {
         tls.get();
       } catch (const boost::system::system_error& e) {
         // The file changed between the check and the load, or the system's
         // trust stores failed: still bad input, not an internal error.
-        throw std::invalid_argument("coretry::http: the TLS context could not be made from ca_file " +
-                                    options.ca_file + ": " + e.code().message());
+        throw std::invalid_argument("coretry::http: the TLS context could not be made: " + std::string(e.what()));
       }
     }
   }
@@ -91,6 +109,14 @@ struct client_state {
   client_options options;
   connection_pool pool;
   tls_context tls;
+  /// The proxy, null without one.
+  std::shared_ptr<const proxy_route> proxy;
+
+  /// The proxy requests to `host` go through, null for none.
+  std::shared_ptr<const proxy_route> proxy_for(const std::string& host) const {
+    if (!proxy || bypasses_proxy(options.no_proxy, host)) return nullptr;
+    return proxy;
+  }
 
 private:
   static constexpr std::size_t max_remembered_url = 2048;
@@ -115,7 +141,8 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   const url_parts parts = state_->parts_of(url);
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
   auto request = std::make_shared<detail::prepared_request>(
-      detail::prepare_request(parts, std::move(req), options, state_->options.user_agent));
+      detail::prepare_request(parts, std::move(req), options, state_->options.user_agent,
+                              state_->proxy_for(parts.host)));
   prepared p;
   p.retry.safety = request->safety;
   p.retry.budget = options.budget;
@@ -142,6 +169,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
   client_state* const state = state_owner.get();
   const prepared_request* const prepared = prepared_owner.get();
   exchange x;
+  if (prepared->where.proxy) x.proxy = prepared->where.proxy->shown;
   if (const auto key = prepared->req.find("Idempotency-Key"); key != prepared->req.end())
     x.idempotency_key = std::string(key->value());
   try {
@@ -196,7 +224,8 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
         // extensions and the trailers: Beast 1.81's parser waits for a whole
         // line however long it is.
         const std::size_t buffer_limit = std::size_t{state->options.header_limit} + state->options.line_limit;
-        auto connecting = establish(prepared->where, state->tls, buffer_limit, state->pool, *held, x);
+        auto connecting = establish(prepared->where, state->tls, buffer_limit, state->options.header_limit,
+                                    state->pool, *held, x);
         if (state->options.connect_timeout == duration::zero()) {
           ec = co_await std::move(connecting);
         } else {
@@ -228,6 +257,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
         state->pool.note_stale();
         exchange fresh;
         fresh.idempotency_key = std::move(x.idempotency_key);
+        fresh.proxy = std::move(x.proxy);
         x = std::move(fresh);
         continue;
       }

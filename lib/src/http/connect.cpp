@@ -45,6 +45,49 @@ std::optional<std::string> ca_file_problem(const std::string& path) {
   return std::nullopt;
 }
 
+namespace {
+
+std::optional<std::string> unreadable(const std::string& what, const std::string& path) {
+  if (::access(path.c_str(), R_OK) != 0) return "cannot read the " + what + " '" + path + "': " + std::strerror(errno);
+  return std::nullopt;
+}
+
+/// Loads the certificate and key into `context`; the problem when it cannot.
+std::optional<std::string> load_client_certificate(ssl::context& context, const std::string& certificate_file,
+                                                   const std::string& private_key_file,
+                                                   const std::string& private_key_password) {
+  const std::string& key_file = private_key_file.empty() ? certificate_file : private_key_file;
+  if (auto problem = unreadable("client certificate file", certificate_file)) return problem;
+  if (auto problem = unreadable("private key file", key_file)) return problem;
+  error_code ec;
+  context.use_certificate_chain_file(certificate_file, ec);
+  if (ec) return "the client certificate file '" + certificate_file + "' holds no usable PEM certificate (" +
+                 ec.message() + ")";
+  // Asked for only when the key is encrypted; an empty password then fails.
+  context.set_password_callback(
+      [password = private_key_password](std::size_t, ssl::context::password_purpose) { return password; }, ec);
+  context.use_private_key_file(key_file, ssl::context::pem, ec);
+  const bool mismatch = ec && ec.category() == asio::error::get_ssl_category() &&
+                        ERR_GET_LIB(static_cast<unsigned long>(ec.value())) == ERR_LIB_X509 &&
+                        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH;
+  if (mismatch || (!ec && SSL_CTX_check_private_key(context.native_handle()) != 1)) {
+    ::ERR_clear_error();
+    return "the private key in '" + key_file + "' does not belong to the certificate in '" + certificate_file + "'";
+  }
+  if (ec) return "the private key file '" + key_file +
+                 "' holds no usable PEM private key, or its password is missing or wrong (" + ec.message() + ")";
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> client_certificate_problem(const std::string& certificate_file,
+                                                      const std::string& private_key_file,
+                                                      const std::string& private_key_password) {
+  ssl::context context(ssl::context::tls_client);
+  return load_client_certificate(context, certificate_file, private_key_file, private_key_password);
+}
+
 namespace detail {
 
 tcp::socket& connection::socket() {
@@ -97,6 +140,9 @@ ssl::context& tls_context::get() {
     SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
     context.set_default_verify_paths();
     if (!ca_file_.empty()) context.load_verify_file(ca_file_);
+    if (!certificate_file_.empty())
+      if (auto problem = load_client_certificate(context, certificate_file_, private_key_file_, private_key_password_))
+        throw boost::system::system_error(make_error_code(boost::system::errc::invalid_argument), *problem);
     context.set_verify_mode(verify_peer_ ? ssl::verify_peer : ssl::verify_none);
     settle_trusted_certificates(context);
     context_.emplace(std::move(context));
@@ -156,14 +202,14 @@ bool is_ip_literal(const std::string& host) {
   return !ec;
 }
 
-/// The endpoint of an origin whose host is an IP address, if it is one.
-std::optional<tcp::endpoint> literal_endpoint(const origin& where) {
+/// The endpoint of a host that is an IP address, if it is one.
+std::optional<tcp::endpoint> literal_endpoint(const std::string& host, const std::string& port_text) {
   error_code ec;
-  const auto address = asio::ip::make_address(where.host, ec);
+  const auto address = asio::ip::make_address(host, ec);
   if (ec) return std::nullopt;
   unsigned port = 0;
-  const char* const end = where.port.data() + where.port.size();
-  const auto [stop, problem] = std::from_chars(where.port.data(), end, port);
+  const char* const end = port_text.data() + port_text.size();
+  const auto [stop, problem] = std::from_chars(port_text.data(), end, port);
   if (problem != std::errc{} || stop != end || port > 65535) return std::nullopt; // the resolver will say why
   return tcp::endpoint(address, static_cast<unsigned short>(port));
 }
@@ -171,11 +217,14 @@ std::optional<tcp::endpoint> literal_endpoint(const origin& where) {
 } // namespace
 
 asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std::size_t buffer_limit,
-                                      connection_pool& pool, lease& held, exchange& x) {
+                                      std::uint32_t header_limit, connection_pool& pool, lease& held, exchange& x) {
   auto ex = co_await asio::this_coro::executor;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   tcp::socket socket(ex);
-  if (const auto address = literal_endpoint(where)) {
+  // Through a proxy, the connection is the proxy's: its name is looked up.
+  const std::string& host = where.proxy ? where.proxy->host : where.host;
+  const std::string& port = where.proxy ? where.proxy->port : where.port;
+  if (const auto address = literal_endpoint(host, port)) {
     // An address needs no lookup. Asio 1.81 runs lookups one at a time on a
     // background thread, where cancellation cannot reach a getaddrinfo
     // already running: a slow DNS server would hold this attempt up too.
@@ -188,7 +237,7 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
     pool.note_lookup();
     auto [resolve_ec, endpoints] =
-        co_await async_resolve_abandonable(ex, where.host, where.port, asio::as_tuple(asio::use_awaitable));
+        co_await async_resolve_abandonable(ex, host, port, asio::as_tuple(asio::use_awaitable));
     if (resolve_ec) co_return resolve_ec;
 
     x.reached = stage::connecting;
@@ -202,6 +251,11 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
     held.attach(std::make_unique<connection>(std::move(socket)));
     held.get()->buffer.max_size(buffer_limit);
     co_return error_code{};
+  }
+  if (where.proxy) {
+    // Still connecting to the origin: nothing of the request has left.
+    if (const error_code ec = co_await open_tunnel(socket, *where.proxy, where.host, where.port, header_limit, x))
+      co_return ec;
   }
 
   x.reached = stage::handshaking;

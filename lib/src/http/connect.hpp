@@ -6,9 +6,11 @@
 // and establishing a connection (lookup, TCP connect, TLS handshake).
 // Internal to coretry::http.
 
+#include <coretry/http/client.hpp>
 #include <coretry/http/exchange.hpp>
 
 #include "pool.hpp"
+#include "tunnel.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_state.hpp>
@@ -19,6 +21,8 @@
 #include <boost/system/error_code.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,6 +36,8 @@ struct origin {
   std::string host;
   std::string port;
   std::string key; ///< "https://host:port": the pool's key
+  /// The proxy this origin is reached through; null: directly.
+  std::shared_ptr<const proxy_route> proxy;
 };
 
 /// A cancellation that arrives between two operations is recorded in the
@@ -70,12 +76,15 @@ using connection_pool = basic_connection_pool<connection>;
 using lease = connection_pool::lease;
 
 /// The client's TLS context: TLS 1.2 at least, the system's trust store plus
-/// an optional CA file, peer verification unless turned off. Made once, on
-/// first use: loading the system trust store is costly, and a client that
-/// only speaks plain HTTP never needs it.
+/// an optional CA file, peer verification unless turned off, and a client
+/// certificate when one is given. Made once, on first use: loading the system
+/// trust store is costly, and a client that only speaks plain HTTP never
+/// needs it.
 class tls_context {
 public:
-  tls_context(std::string ca_file, bool verify_peer) : ca_file_(std::move(ca_file)), verify_peer_(verify_peer) {}
+  explicit tls_context(const client_options& options)
+      : ca_file_(options.ca_file), verify_peer_(options.verify_peer), certificate_file_(options.certificate_file),
+        private_key_file_(options.private_key_file), private_key_password_(options.private_key_password) {}
 
   /// Throws boost::system::system_error when the context cannot be made.
   boost::asio::ssl::context& get();
@@ -83,19 +92,23 @@ public:
 private:
   std::string ca_file_;
   bool verify_peer_;
+  std::string certificate_file_;
+  std::string private_key_file_;
+  std::string private_key_password_;
   std::once_flag made_;
   std::optional<boost::asio::ssl::context> context_;
 };
 
-/// Resolve, connect and (for https) handshake: everything before the request
-/// is written, so a failure here provably never reached the server. The new
+/// Resolve, connect, open a tunnel through the origin's proxy for https, and
+/// (for https) handshake: everything before the request is written, so a
+/// failure here provably never reached the server. The new
 /// connection is attached to `held`, its read buffer bounded to
 /// `buffer_limit` bytes; `x.reached` says how far it got. Every operation
 /// looks for cancellation before it starts; a lookup is abandoned (never
 /// waited for) when cancelled.
 boost::asio::awaitable<boost::system::error_code> establish(const origin& where, tls_context& tls,
-                                                            std::size_t buffer_limit, connection_pool& pool,
-                                                            lease& held, exchange& x);
+                                                            std::size_t buffer_limit, std::uint32_t header_limit,
+                                                            connection_pool& pool, lease& held, exchange& x);
 
 } // namespace coretry::http::detail
 

@@ -52,6 +52,13 @@ std::string printable(std::string_view text) {
 
 } // namespace
 
+std::string basic_credentials(std::string_view user, std::string_view password) {
+  std::string pair;
+  pair.reserve(user.size() + 1 + password.size());
+  pair.append(user).append(1, ':').append(password);
+  return "Basic " + base64(pair);
+}
+
 std::optional<std::string> request_problem(const request& req) {
   if (!is_token(req.method_string()))
     return "the method '" + printable(req.method_string()) + "' is not a token";
@@ -74,7 +81,7 @@ std::optional<std::string> request_problem(const request& req) {
 }
 
 prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
-                                 const std::string& user_agent) {
+                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy) {
   prepared_request prepared;
   origin& where = prepared.where;
   where.tls = parts.tls;
@@ -95,10 +102,21 @@ prepared_request prepare_request(const url_parts& parts, request&& req, const re
     if (!default_port) host += ":" + where.port;
     req.set(beast_http::field::host, host);
   }
+  if (proxy && !where.tls) {
+    // The proxy is told where the request goes by its target (RFC 9112 §3.2.2).
+    const std::string_view bracket_open = where.host.find(':') != std::string::npos ? "[" : "";
+    const std::string_view bracket_close = bracket_open.empty() ? "" : "]";
+    if (req.target().front() == '/')
+      req.target("http://" + std::string(bracket_open) + where.host + std::string(bracket_close) + ":" + where.port +
+                 std::string(req.target()));
+    if (!proxy->authorization.empty() && req.find(beast_http::field::proxy_authorization) == req.end())
+      req.set(beast_http::field::proxy_authorization, proxy->authorization);
+  }
+  where.proxy = std::move(proxy);
   if (parts.user && req.find(beast_http::field::authorization) == req.end()) {
     // Credentials in the URL go to this origin only, as Basic authorization
     // (the client follows no redirects); a caller's own Authorization wins.
-    req.set(beast_http::field::authorization, "Basic " + base64(*parts.user + ":" + parts.password));
+    req.set(beast_http::field::authorization, basic_credentials(*parts.user, parts.password));
   }
   if (req.find(beast_http::field::user_agent) == req.end() && !user_agent.empty())
     req.set(beast_http::field::user_agent, user_agent);

@@ -37,8 +37,16 @@ struct prepared_request {
 /// Builds the prepared request for the URL `parts`. Throws std::invalid_argument naming the
 /// problem: a target not beginning with '/', an
 /// idempotency key with CR or LF, or anything request_problem finds.
+/// With a `proxy`, an https:// origin is reached through its tunnel; an
+/// http:// origin's request goes to the proxy in absolute form
+/// ("http://host:port/path"), with Proxy-Authorization from the proxy URL's
+/// credentials unless the request sets its own.
 prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
-                                 const std::string& user_agent);
+                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy = nullptr);
+
+/// "Basic " and the base64 of "user:password" (RFC 7617), for Authorization
+/// and Proxy-Authorization.
+std::string basic_credentials(std::string_view user, std::string_view password);
 
 /// What would make the request something other than what it says, or more
 /// than one request: a method or header name that is not a token, a header

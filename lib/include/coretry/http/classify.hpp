@@ -24,7 +24,15 @@ bool is_idempotent(boost::beast::http::verb method) noexcept;
 /// - transport failures transient, with `never_sent` when the attempt ended
 ///   before any byte of the request left (DNS, refused, TLS handshake, a
 ///   deadline before writing); TLS certificate verification failures,
-///   parser-limit violations and malformed responses permanent.
+///   parser-limit violations and malformed responses permanent;
+/// - a server's refusal of the client certificate (or of its absence)
+///   permanent ("tls_client_certificate");
+/// - a proxy's refusal to open a tunnel (proxy_error): 502, 503 and 504
+///   transient and `never_sent` whatever the method (the request never
+///   reached the origin: "proxy_503"), 407 permanent ("proxy_407"), any
+///   other status and a malformed or oversized answer permanent. Through a
+///   proxy, the answer to an http:// request (absolute form) is the origin's
+///   as far as this table goes: the proxy may have forwarded it.
 /// `ec` is the attempt's own error (attempt_error::timed_out on a deadline).
 verdict classify_exchange(const boost::system::error_code& ec, const exchange& x);
 

@@ -49,6 +49,26 @@ struct client_options {
   std::string ca_file;
   /// Peer verification is on unless a caller turns it off explicitly.
   bool verify_peer = true;
+  /// A client certificate (PEM file, optionally followed by its chain) sent
+  /// when an https:// server asks for one, and its private key (PEM file;
+  /// empty: the key is in certificate_file). A key encrypted with a
+  /// password needs private_key_password. Checked when the client is made
+  /// (client_certificate_problem): a missing, unreadable or mismatched file
+  /// is std::invalid_argument, before anything is sent.
+  std::string certificate_file;
+  std::string private_key_file;
+  std::string private_key_password;
+  /// A proxy every request goes through, unless its host is in no_proxy:
+  /// `http://[user[:password]@]host[:port]` (parse_proxy_url; https://
+  /// proxies are refused). An https:// origin is reached through a CONNECT
+  /// tunnel, TLS end to end, the certificate verified against the origin's
+  /// name; an http:// origin's request is sent to the proxy in absolute form.
+  /// The URL's credentials go to the proxy alone, as Proxy-Authorization.
+  /// Empty: no proxy. The client reads no environment variable:
+  /// proxy_from_environment is the programs' way to curl's.
+  std::string proxy;
+  /// Hosts reached directly, as NO_PROXY lists them (bypasses_proxy).
+  std::string no_proxy;
   std::string user_agent = "coretry/0.1";
 };
 

@@ -49,6 +49,12 @@ struct exchange {
   /// The Idempotency-Key this attempt carried (the same on every attempt of
   /// one logical request), empty when it carried none.
   std::string idempotency_key;
+  /// The proxy this attempt went through (redacted: no credentials), empty
+  /// when it went directly.
+  std::string proxy;
+  /// The status of the proxy's refusal to open a tunnel (error
+  /// proxy_error::refused), 0 otherwise.
+  unsigned proxy_status = 0;
   /// A permanent problem found on this side: the response-validation hook's
   /// complaint, or a request body that could not be reproduced.
   std::string problem;

@@ -14,6 +14,16 @@ namespace coretry::http {
 /// failure on every attempt.
 std::optional<std::string> ca_file_problem(const std::string& path);
 
+/// Why `certificate_file` and `private_key_file` (empty: the key is in the
+/// certificate's file) cannot serve as a client certificate, or nullopt when
+/// they can: a file that cannot be read (with the system's reason), no PEM
+/// certificate in the first, no PEM private key in the second (or a wrong
+/// password for an encrypted one), or a key that does not belong to the
+/// certificate. The message names the file, never the password.
+std::optional<std::string> client_certificate_problem(const std::string& certificate_file,
+                                                      const std::string& private_key_file,
+                                                      const std::string& private_key_password);
+
 } // namespace coretry::http
 
 #endif

@@ -184,7 +184,20 @@ test_pki generate_test_pki(const pki_options& options) {
   add_subject_alternative_names(server.get(), options);
   sign(server.get(), issuer, issuer_key);
 
-  return test_pki{certificate_pem(ca.get()), certificate_pem(server.get()), private_key_pem(server_key.get())};
+  test_pki made{certificate_pem(ca.get()), certificate_pem(server.get()), private_key_pem(server_key.get()), {}, {}};
+  if (options.client_certificate) {
+    const key_ptr client_key = generate_p256_key();
+    const certificate_ptr client =
+        new_certificate(client_key.get(), "coretry test client", options.not_before, options.not_after);
+    add_extension(client.get(), client.get(), NID_basic_constraints, "critical,CA:FALSE");
+    add_extension(client.get(), client.get(), NID_key_usage, "critical,digitalSignature");
+    add_extension(client.get(), client.get(), NID_ext_key_usage, "clientAuth");
+    add_extension(client.get(), ca.get(), NID_authority_key_identifier, "keyid:always");
+    sign(client.get(), ca.get(), ca_key.get());
+    made.client_cert_pem = certificate_pem(client.get());
+    made.client_key_pem = private_key_pem(client_key.get());
+  }
+  return made;
 }
 
 } // namespace coretry::faults

@@ -24,16 +24,22 @@ struct pki_options {
   /// False makes the server certificate self-signed: the returned CA is then
   /// unrelated to it, so a client trusting that CA rejects the server.
   bool signed_by_ca = true;
+  /// Also a client certificate (clientAuth, signed by the CA), for servers
+  /// that ask clients for one.
+  bool client_certificate = false;
 };
 
 struct test_pki {
   std::string ca_pem;   ///< The CA certificate that clients should trust.
   std::string cert_pem; ///< The server certificate.
   std::string key_pem;  ///< The server's private key (PKCS#8, unencrypted).
+  std::string client_cert_pem; ///< The client certificate (client_certificate), or empty.
+  std::string client_key_pem;  ///< Its private key, or empty.
 };
 
 /// Generates EC P-256 keys and SHA-256-signed certificates: a CA (CA:TRUE,
-/// valid from a day ago for a year) and a server certificate for `options`.
+/// valid from a day ago for a year), a server certificate for `options`,
+/// and a client certificate when asked for.
 /// Throws std::runtime_error naming the failed OpenSSL step.
 test_pki generate_test_pki(const pki_options& options = {});
 

@@ -8,19 +8,13 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <memory>
 
 #include <sys/socket.h>
@@ -32,18 +26,6 @@ namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-std::optional<std::string> ca_file_problem(const std::string& path) {
-  if (::access(path.c_str(), R_OK) != 0)
-    return "cannot read the CA file '" + path + "': " + std::strerror(errno);
-  ssl::context context(ssl::context::tls_client);
-  error_code ec;
-  context.load_verify_file(path, ec);
-  if (ec)
-    return "the CA file '" + path + "' holds no usable PEM certificate: no PEM certificate could be loaded from it (" +
-           ec.message() + ")";
-  return std::nullopt;
-}
 
 namespace detail {
 
@@ -70,37 +52,8 @@ void connection::close() {
   socket().close(ignored);
 }
 
-namespace {
-
-/// OpenSSL 3.0 works out a certificate's extensions (key identifiers, CA
-/// flag, purposes) the first time a verification needs them and stores them
-/// in the certificate. A trusted certificate is shared by every handshake on
-/// the context, so the first handshakes on several threads at once would
-/// race to store them (ThreadSanitizer sees one thread writing a key
-/// identifier while another compares it). Working them out here, once,
-/// before the context is shared, leaves handshakes only reading them.
-/// Certificates OpenSSL loads later from a hashed directory are not covered.
-void settle_trusted_certificates(ssl::context& context) {
-  X509_STORE* store = SSL_CTX_get_cert_store(context.native_handle());
-  if (store == nullptr) return;
-  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
-  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i)
-    if (X509* certificate = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i)))
-      X509_check_purpose(certificate, -1, 0);
-}
-
-} // namespace
-
 ssl::context& tls_context::get() {
-  std::call_once(made_, [this] {
-    ssl::context context(ssl::context::tls_client);
-    SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
-    context.set_default_verify_paths();
-    if (!ca_file_.empty()) context.load_verify_file(ca_file_);
-    context.set_verify_mode(verify_peer_ ? ssl::verify_peer : ssl::verify_none);
-    settle_trusted_certificates(context);
-    context_.emplace(std::move(context));
-  });
+  std::call_once(made_, [this] { context_.emplace(make_client_context({ca_file_, {}, {}}, verify_peer_)); });
   return *context_;
 }
 
@@ -148,12 +101,6 @@ auto async_resolve_abandonable(const asio::any_io_executor& ex, const std::strin
             }));
       },
       token);
-}
-
-bool is_ip_literal(const std::string& host) {
-  error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
 }
 
 /// The endpoint of an origin whose host is an IP address, if it is one.
@@ -208,10 +155,7 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
   held.attach(std::make_unique<connection>(std::move(socket), tls.get()));
   held.get()->buffer.max_size(buffer_limit);
   auto& stream = std::get<connection::tls_stream>(held.get()->stream);
-  // SNI carries host names only, never address literals (RFC 6066 §3).
-  if (!is_ip_literal(where.host) && !SSL_set_tlsext_host_name(stream.native_handle(), where.host.c_str()))
-    co_return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
-  stream.set_verify_callback(ssl::host_name_verification(where.host));
+  if (const error_code named = expect_peer(stream, where.host)) co_return named;
   if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
   co_return handshake_ec;

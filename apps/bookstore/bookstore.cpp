@@ -6,6 +6,7 @@
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
 #if CORETRY_BOOKSTORE_SHARED_STATE
+#include <coretry/redis/credentials.hpp>
 #include <coretry/redis/shared_state.hpp>
 #endif
 #include <serving/listen_address.hpp>
@@ -88,6 +89,21 @@ void validate(const options& opts) {
       throw std::invalid_argument("the reconciliation period must be between 1 and 60000 ms");
     if (auto problem = redis::prefix_problem(opts.shared_state_prefix))
       throw std::invalid_argument("--shared-state-prefix: " + *problem);
+    if (redis::parse_url(opts.shared_state).user && opts.shared_state_password.empty())
+      throw std::invalid_argument("--shared-state: the Redis user name needs a password (CORETRY_REDIS_PASSWORD or "
+                                  "--shared-state-password-file)");
+    const auto& tls = opts.shared_state_tls;
+    if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
+      if (!redis::parse_url(opts.shared_state).tls)
+        throw std::invalid_argument("--shared-state-cacert, --shared-state-cert and --shared-state-key need a rediss:// URL");
+      if (!tls.ca_file.empty())
+        if (auto problem = http::ca_file_problem(tls.ca_file)) throw std::invalid_argument("--shared-state-cacert: " + *problem);
+      if (!tls.cert_file.empty() && tls.key_file.empty())
+        throw std::invalid_argument("--shared-state-cert: a client certificate ('" + tls.cert_file +
+                                    "') needs its key (--shared-state-key)");
+      if (auto problem = http::tls_files_problem({{}, tls.cert_file, tls.key_file}))
+        throw std::invalid_argument("--shared-state-cert, --shared-state-key: " + *problem);
+    }
 #else
     throw std::invalid_argument("--shared-state needs coretry::redis, which this build left out (no hiredis)");
 #endif
@@ -95,6 +111,15 @@ void validate(const options& opts) {
   if (auto problem = coretry::serving::validate(opts.limits)) throw std::invalid_argument(*problem);
   if (opts.max_clients == 0 || opts.max_clients > most_clients)
     throw std::invalid_argument("the client connection cap must be between 1 and " + std::to_string(most_clients));
+}
+
+void read_shared_state_credentials(options& opts) {
+  if (opts.shared_state.empty()) return;
+#if CORETRY_BOOKSTORE_SHARED_STATE
+  auto given = redis::read_credentials(opts.shared_state_password_file);
+  opts.shared_state_user = std::move(given.user);
+  opts.shared_state_password = std::move(given.password);
+#endif
 }
 
 failure_answer answer_for(stop_reason reason, bool timed_out, bool gate_open, duration probe_interval) {
@@ -172,7 +197,8 @@ public:
 #if CORETRY_BOOKSTORE_SHARED_STATE
     redis::shared_state::options so;
     so.server = redis::parse_url(opts_.shared_state);
-    if (so.server.password.empty()) so.server.password = opts_.shared_state_password;
+    redis::use_credentials(so.server, {opts_.shared_state_user, opts_.shared_state_password});
+    so.tls = {opts_.shared_state_tls.ca_file, opts_.shared_state_tls.cert_file, opts_.shared_state_tls.key_file};
     so.prefix = opts_.shared_state_prefix;
     so.period = opts_.reconcile_period;
     so.on_problem = opts_.on_shared_state_problem;

@@ -2,6 +2,7 @@
 #define CORETRY_BOOKSTORE_BOOKSTORE_HPP
 
 #include <coretry/gate.hpp>
+#include <coretry/http/tls.hpp>
 #include <coretry/policy.hpp>
 #include <coretry/stop_reason.hpp>
 
@@ -78,11 +79,19 @@ struct options {
   }();
   /// Share the budget and the gate with every bookstore that names the same
   /// Redis and prefix (coretry::redis::shared_state): a
-  /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` URL, or empty for a budget
-  /// and a gate of this process's own. Needs coretry::redis (hiredis).
+  /// `redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB]` URL (`rediss://` over
+  /// TLS), or empty for a budget and a gate of this process's own. Needs
+  /// coretry::redis (hiredis).
   std::string shared_state;
-  /// AUTH's password when the URL has none (CORETRY_REDIS_PASSWORD).
+  /// AUTH's user name and password when the URL has none
+  /// (read_shared_state_credentials()). Never printed.
+  std::optional<std::string> shared_state_user;
   std::string shared_state_password;
+  /// The file AUTH's password is read from (read_shared_state_credentials()).
+  std::string shared_state_password_file;
+  /// With `rediss://`: a CA file trusted besides the system's store, and a
+  /// client certificate and key for a Redis that asks for one.
+  coretry::http::tls_files shared_state_tls;
   /// First part of the shared keys: PREFIX:{pricing}:...
   std::string shared_state_prefix = "coretry";
   /// Time between two exchanges with Redis.
@@ -121,6 +130,13 @@ inline constexpr std::size_t most_clients = 100'000;
 
 /// Throws std::invalid_argument naming the problem.
 void validate(const options& opts);
+
+/// With options::shared_state set, fills shared_state_user and
+/// shared_state_password from the environment and the password file
+/// (coretry::redis::read_credentials: CORETRY_REDIS_USERNAME, and
+/// shared_state_password_file or else CORETRY_REDIS_PASSWORD). Throws
+/// std::invalid_argument naming the variable or file, never a password.
+void read_shared_state_credentials(options& opts);
 
 /// How a pricing call that did not succeed is answered.
 struct failure_answer {

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   long long header_timeout = opts.limits.header_timeout.count(), keep_alive_timeout = opts.limits.keep_alive_timeout.count(),
             send_timeout = opts.limits.send_timeout.count();
   std::size_t max_clients = opts.max_clients;
-  std::string shared_state, shared_state_prefix = opts.shared_state_prefix;
+  std::string shared_state, shared_state_prefix = opts.shared_state_prefix, shared_state_password_file;
+  coretry::http::tls_files shared_state_tls;
   long long reconcile_period = opts.reconcile_period.count();
 
   CLI::App app{"coretry-bookstore - GET /books/{id}, priced by a dependency called through coretry\n\n"
@@ -51,11 +52,12 @@ int main(int argc, char** argv) {
                "it opens again. A retry waits for its slot at most --gate-max-hold; a call the gate stops is\n"
                "answered 503, with Retry-After (the probe interval rounded up to whole seconds) while the gate\n"
                "is not open.\n\n"
-               "With --shared-state redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], the budget and the gate of pricing\n"
-               "are shared with every bookstore naming the same Redis and --shared-state-prefix: each keeps\n"
-               "local state and exchanges with Redis every --reconcile-period, never on a request's path. While\n"
-               "Redis is unreachable, slow or refusing, each falls back to its own budget and gate. The password\n"
-               "may also come from CORETRY_REDIS_PASSWORD; it is never printed.\n\n"
+               "With --shared-state redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB] (rediss:// over TLS), the budget and\n"
+               "the gate of pricing are shared with every bookstore naming the same Redis and --shared-state-prefix:\n"
+               "each keeps local state and exchanges with Redis every --reconcile-period, never on a request's path.\n"
+               "While Redis is unreachable, slow or refusing, each falls back to its own budget and gate. Without\n"
+               "a password in the URL, AUTH's user comes from CORETRY_REDIS_USERNAME and its password from\n"
+               "--shared-state-password-file or CORETRY_REDIS_PASSWORD: none is ever printed.\n\n"
                "Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
@@ -71,7 +73,14 @@ int main(int argc, char** argv) {
                  "ms a retry may wait for its slot; one whose slot is later is stopped (503)")
       ->capture_default_str()->check(CLI::Range(1ll, 3600000ll));
   app.add_option("--shared-state", shared_state,
-                 "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: share pricing's budget and gate through Redis");
+                 "redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB]: share pricing's budget and gate through Redis");
+  app.add_option("--shared-state-password-file", shared_state_password_file,
+                 "file holding AUTH's password (instead of CORETRY_REDIS_PASSWORD)");
+  app.add_option("--shared-state-cacert", shared_state_tls.ca_file,
+                 "rediss://: PEM CA certificates trusted besides the system's store");
+  app.add_option("--shared-state-cert", shared_state_tls.cert_file,
+                 "rediss://: PEM client certificate, for a Redis that asks for one");
+  app.add_option("--shared-state-key", shared_state_tls.key_file, "rediss://: the client certificate's PEM key");
   app.add_option("--shared-state-prefix", shared_state_prefix, "first part of the shared keys (PREFIX:{pricing}:...)")
       ->capture_default_str();
   app.add_option("--reconcile-period", reconcile_period, "ms between two exchanges with Redis")
@@ -146,7 +155,8 @@ int main(int argc, char** argv) {
   opts.shared_state = shared_state;
   opts.shared_state_prefix = shared_state_prefix;
   opts.reconcile_period = milliseconds{reconcile_period};
-  if (const char* password = std::getenv("CORETRY_REDIS_PASSWORD")) opts.shared_state_password = password;
+  opts.shared_state_password_file = shared_state_password_file;
+  opts.shared_state_tls = shared_state_tls;
   opts.on_shared_state_problem = [](std::string_view problem) {
     if (problem.empty())
       std::fprintf(stderr, "coretry-bookstore: shared state: in use\n");
@@ -156,6 +166,7 @@ int main(int argc, char** argv) {
   };
 
   try {
+    coretry::bookstore::read_shared_state_credentials(opts);
     coretry::bookstore::validate(opts);
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());

@@ -118,8 +118,8 @@ void set_client_certificate(const fetch_arguments& args, http::client_options& c
   }
   client.certificate_file = *args.cert;
   client.private_key_file = args.key.value_or("");
-  if (auto problem = http::client_certificate_problem(client.certificate_file, client.private_key_file,
-                                                      client.private_key_password))
+  if (auto problem = http::tls_files_problem(
+          {{}, client.certificate_file, client.private_key_file, client.private_key_password}))
     throw usage_error((args.key ? "--cert/--key: " : "--cert: ") + *problem);
 }
 

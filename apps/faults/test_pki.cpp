@@ -193,7 +193,7 @@ test_pki generate_test_pki(const pki_options& options) {
   if (options.client_certificate) {
     const key_ptr client_key = generate_p256_key();
     const certificate_ptr client =
-        new_certificate(client_key.get(), "coretry test client", -std::chrono::hours{1}, std::chrono::hours{24});
+        new_certificate(client_key.get(), "coretry test client", options.not_before, options.not_after);
     add_extension(client.get(), client.get(), NID_basic_constraints, "critical,CA:FALSE");
     add_extension(client.get(), client.get(), NID_key_usage, "critical,digitalSignature");
     add_extension(client.get(), client.get(), NID_ext_key_usage, "clientAuth");

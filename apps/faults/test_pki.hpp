@@ -41,7 +41,8 @@ struct test_pki {
 };
 
 /// Generates EC P-256 keys and SHA-256-signed certificates: a CA (CA:TRUE,
-/// valid from a day ago for a year) and a server certificate for `options`.
+/// valid from a day ago for a year), a server certificate for `options`,
+/// and a client certificate when asked for.
 /// Throws std::runtime_error naming the failed OpenSSL step.
 test_pki generate_test_pki(const pki_options& options = {});
 

@@ -23,6 +23,11 @@
 #
 #   tests/bench/fleet.sh [BUILD_DIR] [SECONDS]
 #
+# FLEET=N runs N bookstores instead of eight. TLS=1 makes the redis-server
+# TLS-only (--port 0, --tls-port, a CA and certificate made here with the
+# openssl command) and the bookstores share through rediss:// with
+# --shared-state-cacert.
+#
 # BUILD_DIR defaults to build/release (cmake --preset release && cmake --build
 # --preset release --target coretry_cli coretry_bookstore_app). Needs
 # redis-server, redis-cli, wrk and curl. Exits 1 when the shared fleet breaks
@@ -32,7 +37,8 @@ set -euo pipefail
 build=${1:-build/release}
 seconds=${2:-10}
 requests=${REQUESTS:-400}
-fleet=8
+fleet=${FLEET:-8}
+tls=${TLS:-0}
 coretry="$build/apps/cli/coretry"
 bookstore="$build/apps/bookstore/coretry-bookstore"
 for tool in "$coretry" "$bookstore"; do
@@ -54,15 +60,41 @@ trap cleanup EXIT
 
 source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # start, sample
 
-# redis-server on a free loopback port (no persistence); sets $redis_port.
+# With TLS=1: a CA and a certificate for 127.0.0.1, made for this run.
+redis_listen=()
+cli_tls=()
+scheme=redis
+tls_options=()
+if [[ $tls == 1 ]]; then
+  command -v openssl >/dev/null || { echo "openssl is missing" >&2; exit 2; }
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=fleet-ca \
+    -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
+    -keyout "$work/redis.key" -out "$work/redis.csr" 2>/dev/null
+  openssl x509 -req -in "$work/redis.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
+    -extfile <(printf 'subjectAltName=IP:127.0.0.1\n') -out "$work/redis.pem" 2>/dev/null
+  cli_tls=(--tls --cacert "$work/ca.pem")
+  scheme=rediss
+  tls_options=(--shared-state-cacert "$work/ca.pem")
+fi
+rcli() { redis-cli -p "$redis_port" "${cli_tls[@]}" "$@"; }
+
+# redis-server on a free loopback port (no persistence; with TLS=1 TLS-only);
+# sets $redis_port.
 start_redis() {
   local port=${1:-}
   for _ in $(seq 20); do
     [[ -n $port ]] || port=$((20000 + RANDOM % 40000))
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
+    if [[ $tls == 1 ]]; then
+      redis_listen=(--port 0 --tls-port "$port" --tls-cert-file "$work/redis.pem" --tls-key-file "$work/redis.key"
+                    --tls-ca-cert-file "$work/ca.pem" --tls-auth-clients no)
+    else
+      redis_listen=(--port "$port")
+    fi
+    redis-server "${redis_listen[@]}" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
     redis_pid=$!
     for _ in $(seq 100); do
-      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then redis_port=$port; return 0; fi
+      if redis-cli -p "$port" "${cli_tls[@]}" ping 2>/dev/null | grep -q PONG; then redis_port=$port; return 0; fi
       kill -0 "$redis_pid" 2>/dev/null || break
       sleep 0.02
     done
@@ -80,7 +112,8 @@ book_pids=()
 start_fleet() {
   local mode=$1; shift
   local shared=()
-  [[ $mode == shared ]] && shared=(--shared-state "redis://127.0.0.1:$redis_port" --shared-state-prefix "bench-$RANDOM$RANDOM")
+  [[ $mode == shared ]] && shared=(--shared-state "$scheme://127.0.0.1:$redis_port" "${tls_options[@]}"
+                                   --shared-state-prefix "bench-$RANDOM$RANDOM")
   books=()
   book_pids=()
   for i in $(seq 0 $((fleet - 1))); do
@@ -134,7 +167,7 @@ pricing=$url
 verdict=0
 gate='dependency="pricing"'
 
-echo "fleet: $fleet bookstores (1 thread each), one redis-server, pricing = coretry faults; $(date -u +%F)"
+echo "fleet: $fleet bookstores (1 thread each), one redis-server$([[ $tls == 1 ]] && echo " (TLS only, rediss://)"), pricing = coretry faults; $(date -u +%F)"
 
 echo
 echo "(1) budget bound: pricing 100% 503, budget on, gate off, $requests requests at once over $fleet bookstores"
@@ -210,11 +243,11 @@ for mode in local shared; do
   if [[ $mode == shared ]]; then
     # Steady state: from 1 s in (the leases are full) to the kill.
     sleep 1
-    redis-cli -p "$redis_port" config resetstat >/dev/null
+    rcli config resetstat >/dev/null
     served0=$(fleet_sum "coretry_operations_total{route=\"/books/{id}\"}")
     sleep "$(awk -v t="$third" 'BEGIN { printf "%.2f", t - 1 }')"
     served1=$(fleet_sum "coretry_operations_total{route=\"/books/{id}\"}")
-    commands=$(redis-cli -p "$redis_port" info commandstats | awk -F'[=,:]' '/^cmdstat_/ && !/cmdstat_(info|config)/ { s += $3 } END { print s + 0 }')
+    commands=$(rcli info commandstats | awk -F'[=,:]' '/^cmdstat_/ && !/cmdstat_(info|config)/ { s += $3 } END { print s + 0 }')
     per_request=$(awk -v c="$commands" -v n="$((served1 - served0))" 'BEGIN { printf "%.4f (%d / %d)", n ? c / n : 0, c, n }')
     kill -KILL "$redis_pid"
     wait "$redis_pid" 2>/dev/null || true

@@ -27,6 +27,9 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <future>
 #include <map>
 #include <memory>
@@ -549,16 +552,33 @@ TEST_CASE("a bad --shared-state URL, prefix or period exits 2 naming it, and nev
         bad{{"--shared-state", "redis://127.0.0.1:6379?db=1"}, "query"},
         bad{{"--shared-state", "redis://127.0.0.1:6379", "--shared-state-prefix", "a b"}, "prefix"},
         bad{{"--shared-state", "redis://127.0.0.1:6379", "--shared-state-prefix", "{x}"}, "prefix"},
-        bad{{"--shared-state", "redis://127.0.0.1:6379", "--reconcile-period", "0"}, "reconcile-period"}}) {
+        bad{{"--shared-state", "redis://127.0.0.1:6379", "--reconcile-period", "0"}, "reconcile-period"},
+        bad{{"--shared-state", "redis://127.0.0.1:6379", "--shared-state-cacert", "/etc/hostname"}, "rediss://"},
+        bad{{"--shared-state", "rediss://127.0.0.1:6379", "--shared-state-cacert", "/nonexistent/ca.pem"},
+            "--shared-state-cacert: cannot read the CA file '/nonexistent/ca.pem'"},
+        bad{{"--shared-state", "rediss://127.0.0.1:6379", "--shared-state-cert", "/etc/hostname"}, "needs its key"},
+        bad{{"--shared-state", "rediss://127.0.0.1:6379", "--shared-state-password-file", "/nonexistent/pw"},
+            "password file '/nonexistent/pw' cannot be read"},
+        bad{{"--shared-state", "rediss://127.0.0.1:6379", "--shared-state-password-file", "/proc/self/environ"},
+            "password file '/proc/self/environ'"}}) {
     std::vector<std::string> args{"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:1/"};
     args.insert(args.end(), b.args.begin(), b.args.end());
+    ::setenv("CORETRY_REDIS_PASSWORD", secret.c_str(), 1); // in the environment the file above reads
     const auto result = coretry::test::run(bookstore_program, args, 10s);
+    ::unsetenv("CORETRY_REDIS_PASSWORD");
     CAPTURE(b.args.back());
     CAPTURE(result.err);
     CHECK(result.status == 2);
     CHECK(result.err.find(b.named) != std::string::npos);
     CHECK(result.err.find(secret) == std::string::npos);
   }
+  ::setenv("CORETRY_REDIS_USERNAME", "alone", 1);
+  const auto alone = coretry::test::run(
+      bookstore_program, {"--listen", "127.0.0.1:0", "--pricing", "http://127.0.0.1:1/", "--shared-state", "redis://h"},
+      10s);
+  ::unsetenv("CORETRY_REDIS_USERNAME");
+  CHECK(alone.status == 2);
+  CHECK(alone.err.find("CORETRY_REDIS_USERNAME needs a password") != std::string::npos);
   bookstore::options o;
   o.pricing_url = "http://127.0.0.1:1/";
   o.shared_state = "redis://user:" + secret + "@127.0.0.1:0";
@@ -998,6 +1018,83 @@ TEST_CASE("the program takes the Redis password from CORETRY_REDIS_PASSWORD and 
   const auto result = store.stop(SIGTERM, 20s);
   CHECK(result.status == 0);
   CHECK(result.err.find("from-the-environment") == std::string::npos);
+}
+
+// Every process's command line this test may read (/proc/PID/cmdline).
+std::vector<std::string> command_lines() {
+  std::vector<std::string> lines;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    lines.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return lines;
+}
+
+TEST_CASE("bookstores share through rediss:// as an ACL user from the environment, and the password shows nowhere") {
+  // A password no other process can have by chance.
+  std::random_device entropy;
+  const std::string password = "acl-" + std::to_string(entropy()) + "-" + std::to_string(entropy());
+  REDIS_SERVER_OR_SKIP(redis, redis_tests::redis_server::options{
+                                  .tls = true, .acl_user = "bookstore", .acl_password = password});
+  server_thread pricing;
+  ::setenv("CORETRY_REDIS_USERNAME", "bookstore", 1);
+  ::setenv("CORETRY_REDIS_PASSWORD", password.c_str(), 1);
+  std::vector<std::unique_ptr<listening_program>> stores;
+  for (int i = 0; i < 2; ++i)
+    stores.push_back(std::make_unique<listening_program>(
+        bookstore_program,
+        std::vector<std::string>{"--listen", "127.0.0.1:0", "--pricing", pricing.url("/status/503"), "--threads", "1",
+                                 "--gate", "off", "--shared-state",
+                                 "rediss://127.0.0.1:" + std::to_string(redis->tls_port()), "--shared-state-cacert",
+                                 redis->ca_file(), "--shared-state-prefix", "tls", "--reconcile-period", "500"}));
+  ::unsetenv("CORETRY_REDIS_USERNAME");
+  ::unsetenv("CORETRY_REDIS_PASSWORD");
+  for (auto& store : stores)
+    REQUIRE(eventually([&] { return metric(get(store->port(), "/metrics").body, "coretry_shared_state_up") == 1; }));
+  const auto clients = redis->command({"CLIENT", "LIST"});
+  REQUIRE(clients);
+  CHECK(clients->text.find("user=bookstore") != std::string::npos);
+
+  // Pricing always fails: one bucket for the pair, 20 + 0.1 x 200 retries.
+  constexpr int per_store = 100;
+  std::atomic<int> answered{0};
+  const auto ask = [&](int requests) {
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t)
+      callers.emplace_back([&, t] {
+        const auto port = stores[static_cast<std::size_t>(t % 2)]->port();
+        for (int i = t / 2; i < requests; i += 2)
+          if (get(port, "/books/" + std::to_string(i)).status == 503) ++answered;
+      });
+    for (auto& c : callers) c.join();
+  };
+  ask(per_store);
+  CHECK(answered == 2 * per_store);
+  const auto calls = pricing->log().size();
+  MESSAGE("pricing calls: " << calls);
+  CHECK(calls <= 2 * per_store + 40);
+
+  for (const auto& line : command_lines()) CHECK(line.find(password) == std::string::npos);
+  for (auto& store : stores) {
+    CHECK(metric(get(store->port(), "/metrics").body, "coretry_shared_state_fallbacks_total") == 0);
+    CHECK(get(store->port(), "/metrics").body.find(password) == std::string::npos);
+  }
+
+  // Redis killed: every request is still answered, with local budgets.
+  redis->kill();
+  answered = 0;
+  ask(20);
+  CHECK(answered == 2 * 20);
+  for (auto& store : stores) {
+    const auto result = store->stop(SIGTERM, 20s);
+    CHECK(result.status == 0);
+    CHECK(result.out.find(password) == std::string::npos);
+    CHECK(result.err.find(password) == std::string::npos);
+    CHECK(result.err.find("shared state:") != std::string::npos); // Redis's loss was told
+  }
 }
 
 #endif

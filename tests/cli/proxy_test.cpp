@@ -76,7 +76,7 @@ TEST_CASE("cli: proxy: -x and HTTPS_PROXY reach an https:// origin through tinyp
   CHECK(r.status != 2);
 }
 
-TEST_CASE("cli: proxy: a 503 to CONNECT is retried for a POST without an idempotency key; a 407 names the proxy") {
+TEST_CASE("cli: proxy: a 503 to CONNECT is retried for a POST without an idempotency key, and a 407 names the proxy") {
   server_thread server(tls());
   temporary_directory directory;
   const std::string ca = directory.file("ca.pem");
@@ -110,7 +110,7 @@ TEST_CASE("cli: proxy: a 503 to CONNECT is retried for a POST without an idempot
   CHECK(r.err.find("s3cret") == std::string::npos);
 }
 
-TEST_CASE("cli: --cert/--key pass coretry faults --tls-client-ca; without them one attempt, permanent") {
+TEST_CASE("cli: --cert/--key pass coretry faults --tls-client-ca, and without them one attempt is permanent") {
   coretry::faults::pki_options options;
   options.client_certificate = true;
   options.client_key_password = "hunter2x";

@@ -125,7 +125,7 @@ TEST_CASE("an encrypted client key: its password opens it, a wrong one is refuse
   o.private_key_password = "hunter2x";
   CHECK(s.get(o).succeeded());
   o.private_key_password = "hunter3y";
-  const auto problem = coretry::http::client_certificate_problem(o.certificate_file, o.private_key_file, "hunter3y");
+  const auto problem = coretry::http::tls_files_problem({{}, o.certificate_file, o.private_key_file, "hunter3y"});
   REQUIRE(problem);
   CHECK(problem->find(s.key.path) != std::string::npos);
   CHECK(problem->find("hunter3y") == std::string::npos); // never the password
@@ -134,10 +134,12 @@ TEST_CASE("an encrypted client key: its password opens it, a wrong one is refuse
 
 TEST_CASE("unusable client certificate files are refused before anything is sent, naming the file") {
   requiring_server s;
-  using coretry::http::client_certificate_problem;
+  const auto client_certificate_problem = [](const std::string& cert, const std::string& key, const std::string& password) {
+    return coretry::http::tls_files_problem({{}, cert, key, password});
+  };
   const auto missing = client_certificate_problem("/nonexistent/client.pem", "", "");
   REQUIRE(missing);
-  CHECK(missing->find("cannot read the client certificate file '/nonexistent/client.pem'") != std::string::npos);
+  CHECK(missing->find("cannot read the client certificate '/nonexistent/client.pem'") != std::string::npos);
   const auto missing_key = client_certificate_problem(s.certificate.path, "/nonexistent/key.pem", "");
   REQUIRE(missing_key);
   CHECK(missing_key->find("/nonexistent/key.pem") != std::string::npos);

@@ -1,5 +1,9 @@
 #include "redis_server.hpp"
 
+#include <faults/test_pki.hpp>
+
+#include <filesystem>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -171,20 +175,62 @@ std::uint16_t free_port() {
 bool redis_installed() { return ::access(program, X_OK) == 0; }
 
 redis_server::redis_server(options opts) : opts_(std::move(opts)) {
+  if (opts_.tls) make_certificates();
   for (int attempt = 0; attempt < 10; ++attempt) {
     port_ = free_port();
+    if (opts_.tls) tls_port_ = free_port();
     spawn();
-    if (answers(10s)) return;
+    if (answers(10s)) {
+      add_acl_user();
+      return;
+    }
     kill(); // the port was taken meanwhile, or it did not start: another port
   }
   throw std::runtime_error("redis-server did not start");
 }
 
 redis_server::~redis_server() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGCONT);
-  ::kill(pid_, SIGTERM);
-  reap(5s);
+  if (pid_ > 0) {
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGTERM);
+    reap(5s);
+  }
+  if (!dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+void redis_server::make_certificates() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "coretry-redis-tls-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+  dir_ = pattern;
+  coretry::faults::pki_options o;
+  o.client_certificate = true;
+  if (opts_.tls_wrong_name) {
+    o.dns_names = {"elsewhere.example"};
+    o.ip_addresses = {"192.0.2.1"};
+  }
+  const auto pki = coretry::faults::generate_test_pki(o);
+  const auto write = [&](const char* name, const std::string& content) {
+    std::ofstream out(dir_ + "/" + name, std::ios::binary);
+    out << content;
+    if (!out) throw std::runtime_error(std::string("cannot write ") + name);
+  };
+  write("ca.pem", pki.ca_pem);
+  write("server.pem", pki.cert_pem);
+  write("server.key", pki.key_pem);
+  write("client.pem", pki.client_cert_pem);
+  write("client.key", pki.client_key_pem);
+}
+
+void redis_server::add_acl_user() {
+  if (opts_.acl_user.empty()) return;
+  const auto added = send_commands(port_, {{"ACL", "SETUSER", opts_.acl_user, "on", ">" + opts_.acl_password, "~*",
+                                            "&*", "+@all"},
+                                           {"ACL", "SETUSER", "default", "off"}},
+                                   2s);
+  if (!added || added->type != '+') throw std::runtime_error("redis-server refused the ACL user");
 }
 
 std::string redis_server::url() const {
@@ -193,6 +239,7 @@ std::string redis_server::url() const {
 }
 
 std::optional<resp> redis_server::command(const std::vector<std::string>& args) const {
+  if (!opts_.acl_user.empty()) return send_commands(port_, {{"AUTH", opts_.acl_user, opts_.acl_password}, args}, 2s);
   if (opts_.password.empty()) return send_command(port_, args);
   return send_commands(port_, {{"AUTH", opts_.password}, args}, 2s);
 }
@@ -203,6 +250,11 @@ void redis_server::spawn() {
   if (!opts_.password.empty()) {
     args.push_back("--requirepass");
     args.push_back(opts_.password);
+  }
+  if (opts_.tls) {
+    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", dir_ + "/server.pem",
+                             "--tls-key-file", dir_ + "/server.key", "--tls-ca-cert-file", ca_file(),
+                             "--tls-auth-clients", opts_.tls_auth_clients ? "yes" : "no"});
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -279,7 +331,10 @@ void redis_server::restart() {
   // program may still take it; then the test fails rather than hangs.
   for (int attempt = 0; attempt < 50; ++attempt) {
     spawn();
-    if (answers(10s)) return;
+    if (answers(10s)) {
+      add_acl_user();
+      return;
+    }
     kill();
     std::this_thread::sleep_for(100ms);
   }
@@ -309,6 +364,18 @@ coretry::redis::shared_state::options telling(coretry::redis::shared_state::opti
 fleet_process::fleet_process(coretry::redis::shared_state::options o, bool start)
     : state(io.executor(), telling(std::move(o), told)), budget(state.budget("pricing", pricing_budget())) {
   if (start) state.start();
+}
+
+coretry::redis::shared_state::options fleet_options(const redis_server& server, std::string id, bool rediss,
+                                                    coretry::duration period) {
+  auto o = fleet_options(rediss ? server.tls_port() : server.port(), std::move(id), period);
+  if (!rediss) return o;
+  if (server.tls_port() == 0) throw std::logic_error("fleet_options: this redis-server has no TLS port");
+  o.server.tls = true;
+  o.tls.ca_file = server.ca_file();
+  o.tls.cert_file = server.client_cert_file();
+  o.tls.key_file = server.client_key_file();
+  return o;
 }
 
 long peak_rss_kib() {

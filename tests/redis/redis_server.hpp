@@ -16,6 +16,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <doctest/doctest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -63,7 +65,20 @@ bool redis_installed();
 class redis_server {
 public:
   struct options {
-    std::string password; ///< --requirepass when not empty
+    std::string password{}; ///< --requirepass when not empty
+    /// Also a TLS port (tls_port()), with a CA and certificates made for
+    /// this server (ca_file(); the server's names: 127.0.0.1, localhost).
+    /// The plain port stays, for the test's own commands.
+    bool tls = false;
+    /// TLS clients must present a certificate signed by the CA
+    /// (client_cert_file(), client_key_file()).
+    bool tls_auth_clients = false;
+    /// The server's certificate names another host (not 127.0.0.1).
+    bool tls_wrong_name = false;
+    /// An ACL user with every right (ACL SETUSER, never on a command line);
+    /// the default user is then turned off, and the test's commands log in
+    /// as this user.
+    std::string acl_user{}, acl_password{};
   };
   /// Starts it and waits until it answers PING. Throws when it cannot
   /// (check redis_installed() first).
@@ -74,7 +89,13 @@ public:
   redis_server& operator=(const redis_server&) = delete;
 
   std::uint16_t port() const { return port_; }
+  /// The TLS port (options::tls), 0 without.
+  std::uint16_t tls_port() const { return tls_port_; }
   std::string url() const;
+  /// The files of options::tls (in a directory removed with the server).
+  std::string ca_file() const { return dir_ + "/ca.pem"; }
+  std::string client_cert_file() const { return dir_ + "/client.pem"; }
+  std::string client_key_file() const { return dir_ + "/client.key"; }
   /// A command on a fresh connection (with AUTH when there is a password).
   std::optional<resp> command(const std::vector<std::string>& args) const;
 
@@ -88,8 +109,11 @@ private:
   void spawn();
   bool answers(std::chrono::milliseconds within);
   void reap(std::chrono::milliseconds within);
+  void make_certificates();
+  void add_acl_user();
   options opts_;
-  std::uint16_t port_ = 0;
+  std::uint16_t port_ = 0, tls_port_ = 0;
+  std::string dir_; ///< the certificates, with options::tls
   pid_t pid_ = -1;
 };
 
@@ -152,6 +176,21 @@ inline coretry::redis::shared_state::options fleet_options(std::uint16_t port, s
   o.reconnect = coretry::backoff_policy{std::chrono::milliseconds(20), 2.0, std::chrono::milliseconds(200),
                                         coretry::jitter_kind::full};
   return o;
+}
+
+/// A process `id` of a fleet on `server`: fleet_options() on its TLS port
+/// with `rediss`, its CA file trusted (and its client certificate with
+/// options::tls_auth_clients), else on its plain port.
+coretry::redis::shared_state::options fleet_options(const redis_server& server, std::string id, bool rediss,
+                                                    coretry::duration period = std::chrono::milliseconds(50));
+
+/// Runs the calling test case twice, in a doctest subcase each: over plain
+/// TCP, then over TLS. Whether this run is the TLS one.
+inline bool tls_subcase() {
+  bool tls = false;
+  SUBCASE("over plain TCP") {}
+  SUBCASE("over TLS") { tls = true; }
+  return tls;
 }
 
 /// The budget the cases give their dependency, "pricing": a bucket of 20

@@ -106,9 +106,10 @@ TEST_CASE("redis: a new budget denies retries until its first exchange, then gra
 }
 
 TEST_CASE("redis: a killed Redis turns every budget local at once, a restarted one shares again") {
-  REDIS_SERVER_OR_SKIP(server);
+  const bool tls = tls_subcase();
+  REDIS_SERVER_OR_SKIP(server, redis_server::options{.tls = tls});
   // A period a loaded machine keeps to (a slow exchange would be a fall back too).
-  fleet_process p{fleet_options(server->port(), "survivor", std::chrono::milliseconds(200))};
+  fleet_process p{fleet_options(*server, "survivor", tls, std::chrono::milliseconds(200))};
   REQUIRE(eventually([&] { return p.state.up() && p.budget->leased() == 5; }));
   CHECK(p.told.size() == 0);
   REQUIRE(p.budget->try_acquire_retry());
@@ -149,8 +150,9 @@ TEST_CASE("redis: a killed Redis turns every budget local at once, a restarted o
 }
 
 TEST_CASE("redis: a stopped Redis (SIGSTOP) is a timeout: local, then shared after SIGCONT") {
-  REDIS_SERVER_OR_SKIP(server);
-  fleet_process p{fleet_options(server->port(), "patient", std::chrono::milliseconds(200))};
+  const bool tls = tls_subcase();
+  REDIS_SERVER_OR_SKIP(server, redis_server::options{.tls = tls});
+  fleet_process p{fleet_options(*server, "patient", tls, std::chrono::milliseconds(200))};
   REQUIRE(eventually([&] { return p.state.up(); }));
 
   const auto paused = std::chrono::steady_clock::now();
@@ -173,10 +175,11 @@ TEST_CASE("redis: a stopped Redis (SIGSTOP) is a timeout: local, then shared aft
 }
 
 TEST_CASE("redis: FLUSHALL and SCRIPT FLUSH do not stop the sharing (NOSCRIPT reloads the script)") {
-  REDIS_SERVER_OR_SKIP(server);
+  const bool tls = tls_subcase();
+  REDIS_SERVER_OR_SKIP(server, redis_server::options{.tls = tls});
   // NOSCRIPT, SCRIPT LOAD and EVALSHA again within one exchange's deadline:
   // a generous one for slow (sanitized) builds.
-  fleet_process p{fleet_options(server->port(), "flushed", std::chrono::milliseconds(250))};
+  fleet_process p{fleet_options(*server, "flushed", tls, std::chrono::milliseconds(250))};
   REQUIRE(eventually([&] { return p.state.exchanges() >= 2; }));
 
   const auto flushed = server->command({"FLUSHALL"});

@@ -1,4 +1,4 @@
-// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: what is read, what is refused,
+// redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB]: what is read, what is refused,
 // and that no message ever shows the password.
 
 #include <coretry/redis/url.hpp>
@@ -32,6 +32,19 @@ TEST_CASE("redis: url reads host, port and database") {
   CHECK_FALSE(url_problem("redis://localhost:6379/0").has_value());
 }
 
+TEST_CASE("redis: rediss:// is the same URL over TLS") {
+  const endpoint e = parse_url("rediss://alice:s3cret@cache.example.com:6380/3");
+  CHECK(e.tls);
+  CHECK(e.host == "cache.example.com");
+  CHECK(e.port == 6380);
+  CHECK(e.db == 3);
+  CHECK(e.user.value() == "alice");
+  CHECK(e.password == "s3cret");
+  CHECK(parse_url("rediss://[::1]").host == "::1");
+  CHECK(parse_url("rediss://h").port == 6379);
+  CHECK_FALSE(parse_url("redis://h").tls);
+}
+
 TEST_CASE("redis: url reads an IPv6 address without its brackets") {
   const endpoint e = parse_url("redis://[::1]:7000/2");
   CHECK(e.host == "::1");
@@ -61,12 +74,19 @@ TEST_CASE("redis: url reads user and password, percent-decoded") {
   CHECK(raw.password == "a:b@c");
   CHECK(raw.host == "h");
   CHECK(parse_url("redis://%61%6c:x@h").user.value() == "al");
+
+  const endpoint alone = parse_url("rediss://alice@h:7"); // the password from elsewhere
+  CHECK(alone.user.value() == "alice");
+  CHECK(alone.password.empty());
+  CHECK(alone.port == 7);
 }
 
 TEST_CASE("redis: url refuses what it cannot use and says why") {
   const auto problem = [](const char* url) { return url_problem(url).value_or(""); };
   CHECK(problem("http://h:6379").find("scheme") != std::string::npos);
-  CHECK(problem("rediss://h:6379").find("scheme") != std::string::npos);
+  CHECK(problem("redis+tls://h:6379").find("scheme") != std::string::npos);
+  CHECK(problem("rediss:/h:6379").find("scheme") != std::string::npos);
+  CHECK(problem("rediss://").find("no host") != std::string::npos);
   CHECK(problem("h:6379").find("scheme") != std::string::npos);
   CHECK(problem("redis://").find("no host") != std::string::npos);
   CHECK(problem("redis://:6379").find("no host") != std::string::npos);
@@ -87,7 +107,8 @@ TEST_CASE("redis: url refuses what it cannot use and says why") {
   CHECK(problem("redis://u:%zz@h").find("escape") != std::string::npos);
   CHECK(problem("redis://u:ab%4@h").find("escape") != std::string::npos);
   CHECK(problem("redis://u:ab%@h").find("escape") != std::string::npos);
-  CHECK(problem("redis://user@h").find("PASSWORD") != std::string::npos);
+  CHECK(problem("redis://@h").find("empty user name") != std::string::npos);
+  CHECK(problem("redis://a%0Ab@h").find("control") != std::string::npos);
   CHECK(problem("redis://u:@h").find("password is empty") != std::string::npos);
   CHECK(problem("redis://:a%0Ab@h").find("control") != std::string::npos);
   CHECK(problem("redis://ho$t:1").find("host") != std::string::npos);

@@ -66,19 +66,16 @@ struct client_state {
       : executor(std::move(ex)), options(checked(std::move(o))),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout),
         tls(options), proxy(route_of(options.proxy)) {
-    if (!options.certificate_file.empty())
-      if (auto problem = client_certificate_problem(options.certificate_file, options.private_key_file,
-                                                    options.private_key_password))
-        throw std::invalid_argument("coretry::http: " + *problem);
     if (!options.ca_file.empty() || !options.certificate_file.empty()) {
-      // A client given a CA file speaks HTTPS: its TLS context is made now,
-      // so that a bad file is a clear error at construction (not a handshake
-      // failure on every attempt later) and loading the trust stores is not
-      // charged to the first request's deadline.
-      if (!options.ca_file.empty())
-        if (auto problem = ca_file_problem(options.ca_file)) throw std::invalid_argument("coretry::http: " + *problem);
+      // A client given a CA file or a client certificate speaks HTTPS: its
+      // TLS context is made now, so that a bad file is a clear error at
+      // construction (not a handshake failure on every attempt later) and
+      // loading the trust stores is not charged to the first request's
+      // deadline.
       try {
         tls.get();
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("coretry::http: " + std::string(e.what()));
       } catch (const boost::system::system_error& e) {
         // The file changed between the check and the load, or the system's
         // trust stores failed: still bad input, not an internal error.

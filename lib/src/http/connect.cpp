@@ -8,19 +8,13 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <memory>
 
 #include <sys/socket.h>
@@ -32,61 +26,6 @@ namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-std::optional<std::string> ca_file_problem(const std::string& path) {
-  if (::access(path.c_str(), R_OK) != 0)
-    return "cannot read the CA file '" + path + "': " + std::strerror(errno);
-  ssl::context context(ssl::context::tls_client);
-  error_code ec;
-  context.load_verify_file(path, ec);
-  if (ec)
-    return "the CA file '" + path + "' holds no usable PEM certificate: no PEM certificate could be loaded from it (" +
-           ec.message() + ")";
-  return std::nullopt;
-}
-
-namespace {
-
-std::optional<std::string> unreadable(const std::string& what, const std::string& path) {
-  if (::access(path.c_str(), R_OK) != 0) return "cannot read the " + what + " '" + path + "': " + std::strerror(errno);
-  return std::nullopt;
-}
-
-/// Loads the certificate and key into `context`; the problem when it cannot.
-std::optional<std::string> load_client_certificate(ssl::context& context, const std::string& certificate_file,
-                                                   const std::string& private_key_file,
-                                                   const std::string& private_key_password) {
-  const std::string& key_file = private_key_file.empty() ? certificate_file : private_key_file;
-  if (auto problem = unreadable("client certificate file", certificate_file)) return problem;
-  if (auto problem = unreadable("private key file", key_file)) return problem;
-  error_code ec;
-  context.use_certificate_chain_file(certificate_file, ec);
-  if (ec) return "the client certificate file '" + certificate_file + "' holds no usable PEM certificate (" +
-                 ec.message() + ")";
-  // Asked for only when the key is encrypted; an empty password then fails.
-  context.set_password_callback(
-      [password = private_key_password](std::size_t, ssl::context::password_purpose) { return password; }, ec);
-  context.use_private_key_file(key_file, ssl::context::pem, ec);
-  const bool mismatch = ec && ec.category() == asio::error::get_ssl_category() &&
-                        ERR_GET_LIB(static_cast<unsigned long>(ec.value())) == ERR_LIB_X509 &&
-                        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH;
-  if (mismatch || (!ec && SSL_CTX_check_private_key(context.native_handle()) != 1)) {
-    ::ERR_clear_error();
-    return "the private key in '" + key_file + "' does not belong to the certificate in '" + certificate_file + "'";
-  }
-  if (ec) return "the private key file '" + key_file +
-                 "' holds no usable PEM private key, or its password is missing or wrong (" + ec.message() + ")";
-  return std::nullopt;
-}
-
-} // namespace
-
-std::optional<std::string> client_certificate_problem(const std::string& certificate_file,
-                                                      const std::string& private_key_file,
-                                                      const std::string& private_key_password) {
-  ssl::context context(ssl::context::tls_client);
-  return load_client_certificate(context, certificate_file, private_key_file, private_key_password);
-}
 
 namespace detail {
 
@@ -113,40 +52,8 @@ void connection::close() {
   socket().close(ignored);
 }
 
-namespace {
-
-/// OpenSSL 3.0 works out a certificate's extensions (key identifiers, CA
-/// flag, purposes) the first time a verification needs them and stores them
-/// in the certificate. A trusted certificate is shared by every handshake on
-/// the context, so the first handshakes on several threads at once would
-/// race to store them (ThreadSanitizer sees one thread writing a key
-/// identifier while another compares it). Working them out here, once,
-/// before the context is shared, leaves handshakes only reading them.
-/// Certificates OpenSSL loads later from a hashed directory are not covered.
-void settle_trusted_certificates(ssl::context& context) {
-  X509_STORE* store = SSL_CTX_get_cert_store(context.native_handle());
-  if (store == nullptr) return;
-  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
-  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i)
-    if (X509* certificate = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i)))
-      X509_check_purpose(certificate, -1, 0);
-}
-
-} // namespace
-
 ssl::context& tls_context::get() {
-  std::call_once(made_, [this] {
-    ssl::context context(ssl::context::tls_client);
-    SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
-    context.set_default_verify_paths();
-    if (!ca_file_.empty()) context.load_verify_file(ca_file_);
-    if (!certificate_file_.empty())
-      if (auto problem = load_client_certificate(context, certificate_file_, private_key_file_, private_key_password_))
-        throw boost::system::system_error(make_error_code(boost::system::errc::invalid_argument), *problem);
-    context.set_verify_mode(verify_peer_ ? ssl::verify_peer : ssl::verify_none);
-    settle_trusted_certificates(context);
-    context_.emplace(std::move(context));
-  });
+  std::call_once(made_, [this] { context_.emplace(make_client_context(files_, verify_peer_)); });
   return *context_;
 }
 
@@ -194,12 +101,6 @@ auto async_resolve_abandonable(const asio::any_io_executor& ex, const std::strin
             }));
       },
       token);
-}
-
-bool is_ip_literal(const std::string& host) {
-  error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
 }
 
 /// The endpoint of a host that is an IP address, if it is one.
@@ -262,10 +163,7 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
   held.attach(std::make_unique<connection>(std::move(socket), tls.get()));
   held.get()->buffer.max_size(buffer_limit);
   auto& stream = std::get<connection::tls_stream>(held.get()->stream);
-  // SNI carries host names only, never address literals (RFC 6066 §3).
-  if (!is_ip_literal(where.host) && !SSL_set_tlsext_host_name(stream.native_handle(), where.host.c_str()))
-    co_return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
-  stream.set_verify_callback(ssl::host_name_verification(where.host));
+  if (const error_code named = expect_peer(stream, where.host)) co_return named;
   if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
   co_return handshake_ec;

@@ -8,6 +8,7 @@
 
 #include <coretry/http/client.hpp>
 #include <coretry/http/exchange.hpp>
+#include <coretry/http/tls.hpp>
 
 #include "pool.hpp"
 #include "tunnel.hpp"
@@ -83,18 +84,17 @@ using lease = connection_pool::lease;
 class tls_context {
 public:
   explicit tls_context(const client_options& options)
-      : ca_file_(options.ca_file), verify_peer_(options.verify_peer), certificate_file_(options.certificate_file),
-        private_key_file_(options.private_key_file), private_key_password_(options.private_key_password) {}
+      : files_{options.ca_file, options.certificate_file, options.private_key_file, options.private_key_password},
+        verify_peer_(options.verify_peer) {}
 
-  /// Throws boost::system::system_error when the context cannot be made.
+  /// Made once, on first use. Throws std::invalid_argument naming a file
+  /// that cannot serve (tls_files_problem), boost::system::system_error when
+  /// OpenSSL fails otherwise.
   boost::asio::ssl::context& get();
 
 private:
-  std::string ca_file_;
+  tls_files files_;
   bool verify_peer_;
-  std::string certificate_file_;
-  std::string private_key_file_;
-  std::string private_key_password_;
   std::once_flag made_;
   std::optional<boost::asio::ssl::context> context_;
 };

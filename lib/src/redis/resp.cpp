@@ -1,8 +1,14 @@
 #include "resp.hpp"
 
+#include <coretry/http/tls.hpp>
+
 #include <hiredis/hiredis.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -93,7 +99,7 @@ redisReplyObjectFunctions functions = {make_string, make_array, make_integer, ma
 
 void connection::reader_deleter::operator()(redisReader* r) const noexcept { redisReaderFree(r); }
 
-connection::connection(asio::any_io_executor ex) : socket_(std::move(ex)) {}
+connection::connection(asio::any_io_executor ex, asio::ssl::context* tls) : tls_context_(tls), socket_(std::move(ex)) {}
 
 connection::~connection() = default;
 
@@ -112,10 +118,26 @@ std::string printable(std::string_view text) {
 
 void connection::close() noexcept {
   boost::system::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  // No TLS close_notify: the connection is given up, not ended politely.
+  lowest().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  lowest().close(ignored);
+  tls_.reset();
+  handshaking_ = false;
   reader_.reset();
 }
+
+namespace {
+
+// Why a TLS handshake failed: OpenSSL's reason, and the certificate's
+// problem when verification failed.
+std::string handshake_problem(SSL* ssl, const boost::system::error_code& ec) {
+  std::string why = "Redis TLS handshake failed: " + printable(ec.message());
+  const long verified = SSL_get_verify_result(ssl);
+  if (verified != X509_V_OK) why += std::string(": ") + X509_verify_cert_error_string(verified);
+  return why;
+}
+
+} // namespace
 
 asio::awaitable<void> connection::open(const endpoint& at) {
   close();
@@ -123,6 +145,24 @@ asio::awaitable<void> connection::open(const endpoint& at) {
   const auto found = co_await resolver.async_resolve(at.host, std::to_string(at.port), asio::use_awaitable);
   co_await asio::async_connect(socket_, found, asio::use_awaitable);
   socket_.set_option(asio::ip::tcp::no_delay(true));
+  if (at.tls) {
+    if (!tls_context_) throw protocol_error("rediss:// needs a TLS context");
+    tls_ = std::make_unique<tls_stream>(std::move(socket_), *tls_context_);
+    if (const auto ec = http::expect_peer(*tls_, at.host)) {
+      const std::string why = handshake_problem(tls_->native_handle(), ec);
+      close();
+      throw protocol_error(why);
+    }
+    handshaking_ = true;
+    const auto [ec] = co_await tls_->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+    if (ec == asio::error::operation_aborted) throw boost::system::system_error(ec);
+    if (ec) {
+      const std::string why = handshake_problem(tls_->native_handle(), ec);
+      close();
+      throw protocol_error(why);
+    }
+    handshaking_ = false;
+  }
   reset_reader();
   if (!at.password.empty()) {
     std::vector<std::string> auth;
@@ -158,9 +198,13 @@ asio::awaitable<void> connection::wait_readable() {
   // byte waiting, the peer's close or an error ends the wait; a wait that
   // finds nothing waits again (the caller bounds it with its own timer).
   for (;;) {
-    co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, asio::use_awaitable);
+    if (tls_) {
+      SSL* ssl = tls_->native_handle();
+      if (SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0) co_return;
+    }
+    co_await lowest().async_wait(asio::ip::tcp::socket::wait_read, asio::use_awaitable);
     char byte = 0;
-    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(lowest().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
   }
 }
@@ -179,7 +223,11 @@ asio::awaitable<reply> connection::command(const std::vector<std::string>& args)
   const int n = redisFormatCommandArgv(&formatted, static_cast<int>(args.size()), argv.data(), lengths.data());
   if (n < 0 || !formatted) throw std::bad_alloc();
   std::unique_ptr<char, void (*)(char*)> owned(formatted, redisFreeCommand);
-  co_await asio::async_write(socket_, asio::buffer(formatted, static_cast<std::size_t>(n)), asio::use_awaitable);
+  const auto out = asio::buffer(formatted, static_cast<std::size_t>(n));
+  if (tls_)
+    co_await asio::async_write(*tls_, out, asio::use_awaitable);
+  else
+    co_await asio::async_write(socket_, out, asio::use_awaitable);
 
   std::vector<char> buffer(4096);
   std::size_t fed = 0;
@@ -204,7 +252,9 @@ asio::awaitable<reply> connection::command(const std::vector<std::string>& args)
       throw protocol_error("Redis sent a reply longer than 64 KiB");
     }
     const std::size_t want = std::min(buffer.size(), max_reply_bytes - fed);
-    const std::size_t got = co_await socket_.async_read_some(asio::buffer(buffer.data(), want), asio::use_awaitable);
+    const auto in = asio::buffer(buffer.data(), want);
+    const std::size_t got = tls_ ? co_await tls_->async_read_some(in, asio::use_awaitable)
+                                 : co_await socket_.async_read_some(in, asio::use_awaitable);
     fed += got;
     if (redisReaderFeed(reader_.get(), buffer.data(), got) != REDIS_OK) {
       close();

@@ -3,6 +3,8 @@
 #include "exchange_script.hpp"
 #include "resp.hpp"
 
+#include <coretry/http/tls.hpp>
+
 #include <coretry/decision_core.hpp>
 #include <coretry/random.hpp>
 #include <coretry/with_deadline.hpp>
@@ -14,6 +16,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -23,6 +26,7 @@
 #include <atomic>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -54,6 +58,8 @@ long long milliseconds(duration d) {
 
 duration steady_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
 
+http::tls_files files(const shared_state::options::tls_files& tls) { return {tls.ca_file, tls.cert_file, tls.key_file}; }
+
 // Redis is away for good (for the keys' lifetime): the fleet's bucket and
 // process list are forgotten and start again.
 constexpr long long key_lifetime_ms = 10 * 60 * 1000;
@@ -75,10 +81,15 @@ struct shared_state::impl {
 
   impl(asio::any_io_executor ex, options o)
       : strand(asio::make_strand(std::move(ex))), opts(std::move(o)),
-        phase(static_cast<double>(std::hash<std::string>{}(opts.process_id) & 0xffffffffu) / 4294967296.0) {}
+        phase(static_cast<double>(std::hash<std::string>{}(opts.process_id) & 0xffffffffu) / 4294967296.0) {
+    // Made once, and only for rediss://: the system's trust store is costly
+    // to load.
+    if (opts.server.tls) tls.emplace(http::make_client_context(files(opts.tls)));
+  }
 
   asio::strand<asio::any_io_executor> strand;
   options opts;
+  std::optional<asio::ssl::context> tls;
   // Where this process's gates take their first slot after closing, in a
   // fleet slot interval (from its name: the fleet's members differ).
   double phase;
@@ -91,11 +102,21 @@ struct shared_state::impl {
   // The reconciler's own (on the strand).
   bool sharing = true; // the budgets start shared, with empty leases
   std::string sha;
-  std::string last_problem;
+  std::vector<std::string> told; // problems told since sharing last resumed
 
+  // Tells `message` unless it was told since sharing last resumed (an
+  // empty message: sharing resumed). Problems that take turns (a TLS 1.3
+  // refusal read as its alert or as the reset after it) are told once each.
   void tell(std::string_view message) {
-    if (message == last_problem || stopping.load(std::memory_order_acquire)) return;
-    last_problem = std::string(message);
+    if (stopping.load(std::memory_order_acquire)) return;
+    if (message.empty()) {
+      if (told.empty()) return;
+      told.clear();
+    } else {
+      if (std::find(told.begin(), told.end(), message) != told.end()) return;
+      if (told.size() >= 8) told.erase(told.begin());
+      told.emplace_back(message);
+    }
     if (opts.on_problem) {
       try {
         opts.on_problem(message);
@@ -257,7 +278,7 @@ struct shared_state::impl {
 
   static asio::awaitable<void> run(std::shared_ptr<impl> self) {
     impl& s = *self;
-    detail::connection conn(s.strand);
+    detail::connection conn(s.strand, s.tls ? &*s.tls : nullptr);
     asio::steady_timer timer(s.strand);
     unsigned failures = 0;
     random_source& jitter = independent_random::instance();
@@ -287,8 +308,12 @@ struct shared_state::impl {
         continue;
       } catch (const boost::system::system_error& e) {
         if (s.stopping.load(std::memory_order_acquire)) break;
-        problem = e.code() == attempt_error::timed_out ? "Redis did not answer in time"
-                                                       : "Redis unreachable: " + e.code().message();
+        if (e.code() == attempt_error::timed_out)
+          problem = conn.handshaking() ? "Redis did not finish the TLS handshake in time" : "Redis did not answer in time";
+        else if (e.code().category() == asio::error::get_ssl_category())
+          problem = "Redis TLS failed: " + detail::printable(e.code().message());
+        else
+          problem = "Redis unreachable: " + e.code().message();
       } catch (const detail::protocol_error& e) {
         problem = e.what();
       } catch (const std::exception& e) {
@@ -326,6 +351,18 @@ shared_state::shared_state(asio::any_io_executor ex, options opts) {
             opts.reconnect.multiplier <= 100.0,
         "reconnect must have 0 < initial_window <= max_window <= 10 min and a multiplier between 1 and 100");
   check(!opts.server.host.empty(), "no Redis host");
+  check(!opts.server.user || !opts.server.password.empty(),
+        "the Redis user name needs a password (CORETRY_REDIS_PASSWORD or a password file)");
+  if (auto problem = credentials_problem(opts.server.user.value_or(""), opts.server.password);
+      problem && !opts.server.password.empty())
+    check(false, *problem);
+  check(opts.server.tls || (opts.tls.ca_file.empty() && opts.tls.cert_file.empty() && opts.tls.key_file.empty()),
+        "TLS files are for a rediss:// server");
+  // As redis-cli's --cert and --key: a certificate comes with its key file.
+  if (!opts.tls.cert_file.empty() && opts.tls.key_file.empty())
+    check(false, "a client certificate ('" + opts.tls.cert_file + "') needs its key");
+  if (opts.server.tls)
+    if (auto problem = http::tls_files_problem(files(opts.tls))) check(false, *problem);
   if (opts.process_id.empty()) {
     static constexpr char digits[] = "0123456789abcdef";
     auto& random = independent_random::instance();

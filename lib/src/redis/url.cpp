@@ -81,14 +81,19 @@ std::variant<endpoint, std::string> read(std::string_view url) {
     return std::variant<endpoint, std::string>(std::string("bad Redis URL ") + shown(url) + ": " + std::string(why));
   };
   if (url.size() > max_url) return fail("longer than 4096 bytes");
-  constexpr std::string_view scheme = "redis://";
-  if (url.substr(0, scheme.size()) != scheme)
-    return fail("the scheme must be redis:// (rediss://, TLS, is not supported)");
-  std::string_view rest = url.substr(scheme.size());
+  constexpr std::string_view plain = "redis://", tls = "rediss://";
+  endpoint e;
+  std::string_view rest;
+  if (url.substr(0, plain.size()) == plain)
+    rest = url.substr(plain.size());
+  else if (url.substr(0, tls.size()) == tls) {
+    rest = url.substr(tls.size());
+    e.tls = true;
+  } else
+    return fail("the scheme must be redis:// or rediss:// (TLS)");
   if (rest.find_first_of("?#") != std::string_view::npos) return fail("a query or fragment is not allowed");
   for (char c : rest)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return fail("it contains a space or control character");
-  endpoint e;
   const auto slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
@@ -99,16 +104,21 @@ std::variant<endpoint, std::string> read(std::string_view url) {
     const auto colon = userinfo.find(':');
     const std::string_view user = userinfo.substr(0, colon);
     const std::string_view pass = colon == std::string_view::npos ? std::string_view{} : userinfo.substr(colon + 1);
-    if (colon == std::string_view::npos) return fail("the userinfo must be [USER]:PASSWORD");
     auto u = decoded(user);
     auto p = decoded(pass);
     if (!u || !p) return fail("a bad percent escape in the userinfo");
-    if (!u->empty()) e.user = *u;
-    e.password = *p;
-    if (e.password.empty()) return fail("the password is empty");
-    if (e.password.size() > 512 || u->size() > 512) return fail("the user name or password is longer than 512 bytes");
-    for (char c : e.password + u.value())
-      if (c == '\0' || c == '\r' || c == '\n') return fail("the user name or password contains a control character");
+    // USER@: the user's password comes from elsewhere (credentials.hpp).
+    if (colon == std::string_view::npos) {
+      if (u->empty()) return fail("an empty user name before '@'");
+      if (auto why = credentials_problem(*u, "-")) return fail(*why);
+      e.user = *u;
+      u.reset();
+    }
+    if (u) {
+      if (auto why = credentials_problem(*u, *p)) return fail(*why);
+      if (!u->empty()) e.user = *u;
+      e.password = *p;
+    }
   }
   std::string_view host = authority, port;
   if (!authority.empty() && authority.front() == '[') {
@@ -154,6 +164,15 @@ std::variant<endpoint, std::string> read(std::string_view url) {
 }
 
 } // namespace
+
+std::optional<std::string> credentials_problem(std::string_view user, std::string_view password) {
+  if (password.empty()) return "the password is empty";
+  if (password.size() > 512 || user.size() > 512) return "the user name or password is longer than 512 bytes";
+  for (std::string_view part : {user, password})
+    for (char c : part)
+      if (c == '\0' || c == '\r' || c == '\n') return "the user name or password contains a control character";
+  return std::nullopt;
+}
 
 std::optional<std::string> url_problem(std::string_view url) {
   auto r = read(url);

@@ -53,7 +53,7 @@ struct client_options {
   /// when an https:// server asks for one, and its private key (PEM file;
   /// empty: the key is in certificate_file). A key encrypted with a
   /// password needs private_key_password. Checked when the client is made
-  /// (client_certificate_problem): a missing, unreadable or mismatched file
+  /// (tls_files_problem): a missing, unreadable or mismatched file
   /// is std::invalid_argument, before anything is sent.
   std::string certificate_file;
   std::string private_key_file;

@@ -40,7 +40,8 @@ namespace coretry::redis {
 /// **Redis failing is a fault like any other.** An exchange that fails or
 /// takes longer than `period`, a connection refused, lost (noticed at once,
 /// between exchanges too) or not made within
-/// `connect_timeout`, a refused AUTH: every budget and gate falls back to
+/// `connect_timeout`, a TLS handshake that fails (told by its reason), a
+/// refused AUTH (told by its code word): every budget and gate falls back to
 /// local at once (the budget to its own bucket, the gate to its own window
 /// and rate), the reconciler reconnects after coretry's backoff
 /// (`reconnect`), and sharing resumes with the first exchange that succeeds.
@@ -51,7 +52,19 @@ namespace coretry::redis {
 class shared_state {
 public:
   struct options {
+    /// Where Redis is (server.tls: over TLS, verified against server.host),
+    /// and AUTH's credentials (see read_credentials()).
     endpoint server;
+    /// For a rediss:// server (made into a context by coretry::http's
+    /// make_client_context). Refused for a plain server (a CA file given
+    /// for nothing is a mistake).
+    struct tls_files {
+      /// PEM CA certificates trusted besides the system's store.
+      std::string ca_file;
+      /// A PEM client certificate, for a server that asks for one, and its
+      /// key (PEM, unencrypted); both or neither.
+      std::string cert_file, key_file;
+    } tls;
     /// First part of every key (1 to 64 of A-Z a-z 0-9 _ - . :).
     std::string prefix = "coretry";
     /// Time between two reconciliations, and the longest one exchange may
@@ -63,20 +76,23 @@ public:
     /// to 60 s; `period` when that is longer): a healthy fleet costs Redis a few
     /// commands per process per idle_period, whatever its request rate.
     duration idle_period = std::chrono::milliseconds(250);
-    /// The longest a connection (lookup, connect, AUTH, SELECT) may take.
+    /// The longest a connection (lookup, connect, TLS handshake, AUTH,
+    /// SELECT) may take.
     duration connect_timeout = std::chrono::milliseconds(500);
     /// Waits between reconnection attempts (coretry's backoff, full jitter).
     backoff_policy reconnect{std::chrono::milliseconds(50), 2.0, std::chrono::seconds(1), jitter_kind::full};
     /// This process's name in the fleet (1 to 64 of A-Z a-z 0-9 _ - . :);
     /// empty: 16 random hexadecimal digits.
     std::string process_id;
-    /// Told each new problem with Redis (a different message than the last
-    /// one), and when sharing resumes (an empty message). Called on the
+    /// Told each new problem with Redis (a message not told since sharing
+    /// last resumed; the last 8 are remembered), and when sharing resumes
+    /// (an empty message). Called on the
     /// reconciler's executor. Never given a password.
     std::function<void(std::string_view)> on_problem;
   };
 
-  /// Throws std::invalid_argument naming the bad option.
+  /// Throws std::invalid_argument naming the bad option (a TLS file that
+  /// cannot be used names the file).
   shared_state(boost::asio::any_io_executor ex, options opts);
   /// Stops the reconciler.
   ~shared_state();

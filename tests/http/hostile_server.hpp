@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include <poll.h>
 #include <sys/socket.h>
 
 namespace coretry_tests {
@@ -61,6 +62,30 @@ public:
     /// Reads (and drops) until the client closes the connection.
     void wait_for_close() {
       while (read_more()) pending_.clear();
+    }
+
+    /// A proxy's tunnel: connects to 127.0.0.1:`port` and copies bytes both
+    /// ways (what was read beyond the last request first) until either side
+    /// closes; false when the origin cannot be reached.
+    bool tunnel_to(unsigned short port) {
+      boost::asio::ip::tcp::socket origin(socket_.get_executor());
+      boost::system::error_code ec;
+      origin.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+      if (ec) return false;
+      if (!pending_.empty()) boost::asio::write(origin, boost::asio::buffer(pending_), ec);
+      pending_.clear();
+      pollfd ends[2] = {{socket_.native_handle(), POLLIN, 0}, {origin.native_handle(), POLLIN, 0}};
+      char buffer[16384];
+      while (!ec && ::poll(ends, 2, 10000) > 0) {
+        for (int i = 0; i < 2 && !ec; ++i) {
+          if (ends[i].revents == 0) continue;
+          auto& from = i == 0 ? socket_ : origin;
+          auto& to = i == 0 ? origin : socket_;
+          const std::size_t n = from.read_some(boost::asio::buffer(buffer), ec);
+          if (!ec) boost::asio::write(to, boost::asio::buffer(buffer, n), ec);
+        }
+      }
+      return true;
     }
 
     /// Ends the connection (an orderly FIN); the descriptor stays open until

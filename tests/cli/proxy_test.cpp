@@ -72,8 +72,12 @@ TEST_CASE("cli: proxy: -x and HTTPS_PROXY reach an https:// origin through tinyp
   r = fetch_with_environment({"HTTPS_PROXY=" + unused}, {"-x", "", "--cacert", ca, origin + "/status/200"});
   CHECK(r.status == 0);
   // HTTP_PROXY in upper case is not read for http:// (curl's rule).
-  r = fetch_with_environment({"HTTP_PROXY=" + unused}, {server.url("/status/200")});
-  CHECK(r.status != 2);
+  server_thread plain;
+  r = fetch_with_environment({"HTTP_PROXY=" + unused}, {plain.url("/status/200")});
+  CHECK(r.status == 0);
+  // http_proxy in lower case is: nothing listens there.
+  r = fetch_with_environment({"http_proxy=" + unused}, {"--max-attempts", "1", plain.url("/status/200")});
+  CHECK(r.status == 11);
 }
 
 TEST_CASE("cli: proxy: a 503 to CONNECT is retried for a POST without an idempotency key, and a 407 names the proxy") {

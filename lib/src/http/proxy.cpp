@@ -9,6 +9,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdlib>
 #include <stdexcept>

@@ -14,6 +14,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include <algorithm>
+
 namespace coretry::http::detail {
 
 namespace asio = boost::asio;

@@ -1,4 +1,5 @@
 #include "bookstore/bookstore.hpp"
+#include "bookstore/server_metrics.hpp"
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
@@ -24,6 +25,9 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -47,24 +51,8 @@ namespace serving = coretry::serving;
 using serving::read_outcome;
 
 constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
-constexpr std::string_view book_route = "/books/{id}";
-constexpr auto relaxed = std::memory_order_relaxed;
 
 std::string_view to_std(beast::string_view text) { return {text.data(), text.size()}; }
-
-// Bounded label sets of the server's own series.
-constexpr std::array<unsigned, 10> known_codes{200, 400, 404, 405, 413, 431, 502, 503, 504, 0}; // 0: any other
-// Requests refused while being read, by serving::read_outcome.
-constexpr std::array<read_outcome, 5> refusal_reasons{read_outcome::header_timeout, read_outcome::idle_timeout,
-                                                      read_outcome::header_too_large, read_outcome::body_too_large,
-                                                      read_outcome::malformed};
-constexpr std::array<std::string_view, 3> known_routes{book_route, "/metrics", "other"};
-
-std::size_t code_index(unsigned code) {
-  for (std::size_t i = 0; i + 1 < known_codes.size(); ++i)
-    if (known_codes[i] == code) return i;
-  return known_codes.size() - 1;
-}
 
 struct connection {
   connection(strand_type s, tcp::socket sock, std::uint64_t i) : strand(std::move(s)), stream(std::move(sock)), id(i) {}
@@ -199,57 +187,31 @@ public:
   }
 
   std::string metrics() const {
-    std::string out;
-    observer_.write(out);
-    prometheus_text_writer text{out};
-    text.family("bookstore_responses_total", "counter",
-                "Responses by route template and status code (\"other\": any other code).");
-    for (std::size_t r = 0; r < known_routes.size(); ++r)
-      for (std::size_t c = 0; c < known_codes.size(); ++c) {
-        const std::string code = known_codes[c] ? std::to_string(known_codes[c]) : std::string{"other"};
-        text.sample("bookstore_responses_total", {{"route", known_routes[r]}, {"code", code}},
-                    responses_[r][c].load(relaxed));
-      }
-    // A series without labels: its HELP and TYPE lines, then its one value.
-    const auto scalar = [&text](std::string_view name, std::string_view type, std::string_view help, auto value) {
-      text.family(name, type, help);
-      text.sample(name, {}, value);
-    };
-    scalar("bookstore_deadline_rejections_total", "counter",
-           "Requests answered 504 at once: too little of their deadline left.", deadline_rejections_.load(relaxed));
-    scalar("bookstore_single_attempt_requests_total", "counter",
-           "Requests served with one downstream attempt because a caller owns the retries.",
-           single_attempt_.load(relaxed));
-    scalar("bookstore_in_flight_requests", "gauge", "Requests being handled.", in_flight_.load(relaxed));
-    scalar("bookstore_open_connections", "gauge", "Client connections open.", open_connections_.load(relaxed));
-    text.family("bookstore_refused_requests_total", "counter",
-                "Requests refused while being read: timeouts close the connection, too large is answered 431 or "
-                "413, malformed 400.");
-    for (const read_outcome reason : refusal_reasons)
-      text.sample("bookstore_refused_requests_total", {{"cause", serving::to_string(reason)}},
-                  refused_[static_cast<std::size_t>(reason)].load(relaxed));
-    scalar("bookstore_send_timeouts_total", "counter",
-           "Connections reset because a response had not left the socket within the send timeout.",
-           send_timeouts_.load(relaxed));
-    scalar("bookstore_idle_closed_total", "counter",
-           "Idle kept-alive connections closed to admit a new client at the connection cap.",
-           idle_closed_.load(relaxed));
-    scalar("bookstore_accept_errors_total", "counter",
-           "Failures to accept a connection (out of descriptors...), each followed by a pause.",
-           accept_errors_.load(relaxed));
+    std::vector<::prometheus::MetricFamily> families = observer_.Collect();
+    auto own = metrics_.collect(open_connections_.load());
+    families.insert(families.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
 #if CORETRY_BOOKSTORE_SHARED_STATE
     if (shared_) {
-      scalar("coretry_shared_state_up", "gauge",
-             "1 while the budget and gate are shared through Redis, 0 while they are local.",
-             shared_->up() ? 1 : 0);
-      scalar("coretry_shared_state_fallbacks_total", "counter",
-             "Times sharing was given up for local state (Redis unreachable, slow, refusing).",
-             shared_->fallbacks());
-      scalar("coretry_shared_state_exchanges_total", "counter", "Exchanges with Redis that succeeded.",
-             shared_->exchanges());
+      // The fleet's figures are redis::shared_state's own counters: copied in
+      // as they are when collected (a prometheus-cpp Counter can only be
+      // incremented, so it could not mirror them).
+      const auto mirrored = [&families](const char* name, ::prometheus::MetricType type, const char* help,
+                                        double value) {
+        ::prometheus::ClientMetric sample;
+        if (type == ::prometheus::MetricType::Counter) sample.counter.value = value;
+        else sample.gauge.value = value;
+        families.push_back({name, help, type, {std::move(sample)}});
+      };
+      mirrored("coretry_shared_state_up", ::prometheus::MetricType::Gauge,
+               "1 while the budget and gate are shared through Redis, 0 while they are local.", shared_->up() ? 1 : 0);
+      mirrored("coretry_shared_state_fallbacks_total", ::prometheus::MetricType::Counter,
+               "Times sharing was given up for local state (Redis unreachable, slow, refusing).",
+               static_cast<double>(shared_->fallbacks()));
+      mirrored("coretry_shared_state_exchanges_total", ::prometheus::MetricType::Counter,
+               "Exchanges with Redis that succeeded.", static_cast<double>(shared_->exchanges()));
     }
 #endif
-    return out;
+    return ::prometheus::TextSerializer{}.Serialize(families);
   }
 
   void shutdown(std::function<void()> done) {
@@ -313,7 +275,7 @@ private:
       if (error) {
         // Out of descriptors and the like: the backlog stays readable, so
         // pause rather than spin.
-        accept_errors_.fetch_add(1, relaxed);
+        metrics_.accept_error();
         if (!co_await gate_.pause_after_accept_error(error)) co_return;
         continue;
       }
@@ -363,7 +325,7 @@ private:
           if (!self) return;
           if (!c->idle) return asio::dispatch(self->strand_, [self] { self->gate_.not_closed(); });
           c->idle = false;
-          self->idle_closed_.fetch_add(1, relaxed);
+          self->metrics_.idle_closed();
           error_code ignored;
           c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
           c->stream.socket().close(ignored);
@@ -382,7 +344,7 @@ private:
     };
     if (co_await serving::wait_until_sent(socket, deadline, give_up)) co_return true;
     if (socket.is_open() && !grace_over_) {
-      send_timeouts_.fetch_add(1, relaxed);
+      metrics_.send_timeout();
       serving::reset(socket);
     }
     co_return false;
@@ -401,7 +363,7 @@ private:
         outcome = co_await serving::read_request_body(c->stream, buffer, parser, limits);
       if (outcome != read_outcome::complete) {
         if (outcome != read_outcome::closed && !stopping_) {
-          refused_[static_cast<std::size_t>(outcome)].fetch_add(1, relaxed);
+          metrics_.refused(outcome);
           if (const unsigned status = serving::status_for(outcome)) {
             auto res = reply(2, status, R"({"error":")" + serving::explain(outcome, limits) + R"("})");
             res.keep_alive(false);
@@ -417,9 +379,9 @@ private:
         break;
       }
       c->busy = true;
-      ++in_flight_;
+      metrics_.request_started();
       bhttp::response<bhttp::string_body> res = co_await handle(c, parser.get(), steady_clock::now());
-      --in_flight_;
+      metrics_.request_finished();
       const bool keep = parser.get().keep_alive() && !stopping_;
       res.keep_alive(keep);
       res.set(bhttp::field::server, "coretry-bookstore");
@@ -448,7 +410,7 @@ private:
 
   bhttp::response<bhttp::string_body> reply(std::size_t route, unsigned status, std::string body,
                                             std::string_view content_type = "application/json") {
-    responses_[route][code_index(status)].fetch_add(1, relaxed);
+    metrics_.response(route, status);
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), 11};
     res.set(bhttp::field::content_type, std::string{content_type});
     res.body() = std::move(body);
@@ -480,7 +442,7 @@ private:
     const duration available = asked - opts_.reserve - (steady_clock::now() - arrival);
     const policy& base = opts_.policy;
     if (available < base.min_attempt_allowance + base.completion_reserve || grace_over_) {
-      if (!grace_over_) deadline_rejections_.fetch_add(1, relaxed);
+      if (!grace_over_) metrics_.deadline_rejection();
       co_return reply(0, grace_over_ ? 503 : 504,
                       grace_over_ ? R"({"error":"shutting down"})" : R"({"error":"too little time left"})");
     }
@@ -498,7 +460,7 @@ private:
       const bool upstream = owner != req.end() && beast::iequals(owner->value(), std::string{retries_owned_upstream});
       if (attempt > 1 || upstream) {
         ro.policy.max_attempts = 1;
-        single_attempt_.fetch_add(1, relaxed);
+        metrics_.single_attempt();
       }
     }
     ro.route = book_route;
@@ -572,13 +534,7 @@ private:
   std::map<std::uint64_t, std::shared_ptr<connection>> connections_;
   std::vector<std::function<void()>> done_;
 
-  std::array<std::array<std::atomic<std::uint64_t>, known_codes.size()>, known_routes.size()> responses_{};
-  std::atomic<std::uint64_t> deadline_rejections_{0}, single_attempt_{0};
-  std::array<std::atomic<std::uint64_t>, 8> refused_{}; // by read_outcome
-  std::atomic<std::uint64_t> accept_errors_{0};
-  std::atomic<std::uint64_t> send_timeouts_{0};
-  std::atomic<std::uint64_t> idle_closed_{0};
-  std::atomic<std::int64_t> in_flight_{0};
+  server_metrics metrics_;
 };
 
 server::server(asio::io_context& io, options opts) : state_(std::make_shared<state>(io, std::move(opts))) {

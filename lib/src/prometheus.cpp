@@ -2,9 +2,12 @@
 
 #include "prometheus_routes.hpp"
 
-#include <algorithm>
+#include <prometheus/check_names.h>
+#include <prometheus/client_metric.h>
+#include <prometheus/text_serializer.h>
+
 #include <chrono>
-#include <cstdio>
+#include <initializer_list>
 #include <stdexcept>
 
 namespace coretry {
@@ -12,73 +15,57 @@ namespace coretry {
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
 using counter = std::atomic<std::uint64_t>;
+using ::prometheus::ClientMetric;
+using ::prometheus::MetricFamily;
+using ::prometheus::MetricType;
 
-bool valid_metric_name(std::string_view name) {
-  if (name.empty()) return false;
-  const auto ok = [](char c, bool first) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (!first && c >= '0' && c <= '9');
-  };
-  if (!ok(name.front(), true)) return false;
-  return std::all_of(name.begin() + 1, name.end(), [&](char c) { return ok(c, false); });
-}
+struct label {
+  std::string_view name;
+  std::string_view value;
+};
 
-// Prometheus wants a float; nine significant digits are plenty for counts of seconds and tokens.
-std::string format_double(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", value);
-  return buffer;
-}
+/// Metric families being made for one collection: a family, then its
+/// samples, each of the family's type.
+class family_list {
+public:
+  explicit family_list(std::string_view prefix) : prefix_(prefix) {}
+
+  void family(std::string_view name, MetricType type, std::string_view help) {
+    MetricFamily f;
+    f.name.reserve(prefix_.size() + name.size());
+    f.name.append(prefix_).append(name);
+    f.help = help;
+    f.type = type;
+    families_.push_back(std::move(f));
+  }
+
+  /// A counter's or gauge's value, by the current family's type.
+  void sample(std::initializer_list<label> labels, double value) {
+    ClientMetric& m = add(labels);
+    if (families_.back().type == MetricType::Counter) m.counter.value = value;
+    else m.gauge.value = value;
+  }
+
+  /// A histogram sample, for the caller to fill: cumulative buckets in
+  /// ascending order of upper bound, without the +Inf one (the serializer
+  /// writes the count as that bucket), the count and the sum.
+  ClientMetric::Histogram& histogram(std::initializer_list<label> labels) { return add(labels).histogram; }
+
+  std::vector<MetricFamily> take() { return std::move(families_); }
+
+private:
+  ClientMetric& add(std::initializer_list<label> labels) {
+    ClientMetric m;
+    m.label.reserve(labels.size());
+    for (const auto& l : labels) m.label.push_back({std::string{l.name}, std::string{l.value}});
+    families_.back().metric.push_back(std::move(m));
+    return families_.back().metric.back();
+  }
+
+  std::string_view prefix_;
+  std::vector<MetricFamily> families_;
+};
 } // namespace
-
-void prometheus_text_writer::family(std::string_view name, std::string_view type, std::string_view help) {
-  if (!valid_metric_name(name))
-    throw std::invalid_argument("metric name '" + std::string{name} + "' is not a valid name");
-  constexpr std::array<std::string_view, 5> types{"counter", "gauge", "histogram", "summary", "untyped"};
-  if (std::find(types.begin(), types.end(), type) == types.end())
-    throw std::invalid_argument("metric type '" + std::string{type} + "' is not one of counter, gauge, histogram, "
-                                "summary, untyped");
-  std::string& out = *out_;
-  out.append("# HELP ").append(name).append(" ");
-  for (const char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
-}
-
-void prometheus_text_writer::sample(std::string_view name, std::initializer_list<prometheus_label> labels,
-                                    double value) {
-  sample_text(name, labels, format_double(value));
-}
-
-void prometheus_text_writer::sample_text(std::string_view name, std::initializer_list<prometheus_label> labels,
-                                         std::string_view value) {
-  std::string& out = *out_;
-  out.append(name);
-  if (labels.size() != 0) {
-    char separator = '{';
-    for (const auto& label : labels) {
-      out += separator;
-      out.append(label.name).append("=\"").append(escape_label_value(label.value)).append("\"");
-      separator = ',';
-    }
-    out += '}';
-  }
-  out.append(" ").append(value).append("\n");
-}
-
-std::string prometheus_text_writer::escape_label_value(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
 
 struct prometheus_observer::route_counters {
   explicit route_counters(std::string n) : name(std::move(n)) {}
@@ -127,7 +114,9 @@ struct prometheus_observer::route_counters {
 
 prometheus_observer::prometheus_observer(std::vector<std::string> routes, std::string prefix)
     : prefix_(std::move(prefix)) {
-  if (!valid_metric_name(prefix_)) throw std::invalid_argument("metric prefix '" + prefix_ + "' is not a valid name");
+  // Every family's name is the prefix and a valid suffix: checking one checks all.
+  if (prefix_.empty() || !::prometheus::CheckMetricName(prefix_ + "_operations_total"))
+    throw std::invalid_argument("metric prefix '" + prefix_ + "' is not a valid name");
   detail::check_routes(routes);
   for (auto& route : routes) routes_.push_back(std::make_unique<route_counters>(std::move(route)));
   routes_.push_back(std::make_unique<route_counters>("other"));
@@ -184,17 +173,11 @@ void prometheus_observer::stopped(const stop_event& e) noexcept {
   r.per_operation[std::min<std::size_t>(e.attempts, retry_counters::attempt_buckets) - 1].fetch_add(1, relaxed);
 }
 
-void prometheus_observer::write(std::string& out) const {
-  prometheus_text_writer writer{out};
-  const auto header = [&](std::string_view name, std::string_view type, std::string_view help) {
-    writer.family(prefix_ + std::string{name}, type, help);
-  };
-  const auto sample = [&](std::string_view name, std::initializer_list<prometheus_label> labels, auto value) {
-    writer.sample(prefix_ + std::string{name}, labels, value);
-  };
+std::vector<MetricFamily> prometheus_observer::Collect() const {
+  family_list out{prefix_};
   const auto simple = [&](std::string_view name, std::string_view help, const counter route_counters::*member) {
-    header(name, "counter", help);
-    for (const auto& r : routes_) sample(name, {{"route", r->name}}, ((*r).*member).load(relaxed));
+    out.family(name, MetricType::Counter, help);
+    for (const auto& r : routes_) out.sample({{"route", r->name}}, static_cast<double>(((*r).*member).load(relaxed)));
   };
 
   simple("_operations_total", "Logical operations started.", &route_counters::operations);
@@ -202,75 +185,80 @@ void prometheus_observer::write(std::string& out) const {
   simple("_initial_successes_total", "Operations whose first attempt succeeded.", &route_counters::initial_successes);
   simple("_successes_total", "Operations that ended in success.", &route_counters::final_successes);
 
-  header("_attempt_failures_total", "counter", "Failed attempts by failure category.");
+  out.family("_attempt_failures_total", MetricType::Counter, "Failed attempts by failure category.");
   for (const auto& r : routes_) {
     for (const auto& slot : r->categories) {
       const std::string* name = slot.name.load(std::memory_order_acquire);
       if (name == nullptr) break;
-      sample("_attempt_failures_total", {{"route", r->name}, {"category", *name}}, slot.count.load(relaxed));
+      out.sample({{"route", r->name}, {"category", *name}}, static_cast<double>(slot.count.load(relaxed)));
     }
     const std::uint64_t other = r->other_category.load(relaxed);
-    if (other != 0) sample("_attempt_failures_total", {{"route", r->name}, {"category", "other"}}, other);
+    if (other != 0) out.sample({{"route", r->name}, {"category", "other"}}, static_cast<double>(other));
   }
 
-  header("_attempts_per_operation", "histogram", "Attempts each finished operation made.");
+  out.family("_attempts_per_operation", MetricType::Histogram, "Attempts each finished operation made.");
   for (const auto& r : routes_) {
+    ClientMetric::Histogram& h = out.histogram({{"route", r->name}});
     std::uint64_t cumulative = 0, sum = 0;
     for (std::size_t i = 0; i < r->per_operation.size(); ++i) {
       const std::uint64_t n = r->per_operation[i].load(relaxed);
       cumulative += n;
       sum += n * (i + 1); // the last bucket counts 10 or more as 10
-      const std::string le = i + 1 == r->per_operation.size() ? "+Inf" : std::to_string(i + 1);
-      sample("_attempts_per_operation_bucket", {{"route", r->name}, {"le", le}}, cumulative);
+      if (i + 1 < r->per_operation.size()) h.bucket.push_back({cumulative, static_cast<double>(i + 1)});
     }
-    sample("_attempts_per_operation_sum", {{"route", r->name}}, sum);
-    sample("_attempts_per_operation_count", {{"route", r->name}}, cumulative);
+    h.sample_count = cumulative; // the serializer writes it as the +Inf bucket too
+    h.sample_sum = static_cast<double>(sum);
   }
 
   simple("_backoffs_total", "Sleeps scheduled between attempts.", &route_counters::backoffs);
-  header("_backoff_seconds_total", "counter", "Time scheduled for sleeping between attempts.");
+  out.family("_backoff_seconds_total", MetricType::Counter, "Time scheduled for sleeping between attempts.");
   for (const auto& r : routes_)
-    sample("_backoff_seconds_total", {{"route", r->name}},
-           std::chrono::duration<double>(duration(r->backoff_ns.load(relaxed))).count());
+    out.sample({{"route", r->name}}, std::chrono::duration<double>(duration(r->backoff_ns.load(relaxed))).count());
   simple("_cancellations_total", "Operations cancelled by their caller.", &route_counters::cancellations);
 
-  header("_stops_total", "counter", "Operations stopped, by stop reason.");
+  out.family("_stops_total", MetricType::Counter, "Operations stopped, by stop reason.");
   for (const auto& r : routes_)
     for (int i = 0; i < stop_reason_count; ++i)
-      sample("_stops_total", {{"route", r->name}, {"reason", to_string(static_cast<stop_reason>(i))}},
-             r->stops[static_cast<std::size_t>(i)].load(relaxed));
+      out.sample({{"route", r->name}, {"reason", to_string(static_cast<stop_reason>(i))}},
+                 static_cast<double>(r->stops[static_cast<std::size_t>(i)].load(relaxed)));
 
   if (!budgets_.empty()) {
-    header("_budget_tokens", "gauge", "Retry tokens left in the dependency's budget.");
+    out.family("_budget_tokens", MetricType::Gauge, "Retry tokens left in the dependency's budget.");
     for (const auto& b : budgets_) {
       const double tokens = b.bucket                ? b.bucket->tokens()
                             : b.leased->shared()    ? static_cast<double>(b.leased->leased())
                                                     : b.leased->local_tokens();
-      sample("_budget_tokens", {{"dependency", b.dependency}}, tokens);
+      out.sample({{"dependency", b.dependency}}, tokens);
     }
-    header("_budget_capacity", "gauge", "Capacity of the dependency's retry budget.");
+    out.family("_budget_capacity", MetricType::Gauge, "Capacity of the dependency's retry budget.");
     for (const auto& b : budgets_)
-      sample("_budget_capacity", {{"dependency", b.dependency}},
-             b.bucket ? b.bucket->capacity() : b.leased->settings().capacity);
+      out.sample({{"dependency", b.dependency}}, b.bucket ? b.bucket->capacity() : b.leased->settings().capacity);
   }
   if (!gates_.empty()) {
-    header("_gate_open", "gauge", "1 while the dependency's retry gate admits every retry, 0 while it holds them.");
-    for (const auto& g : gates_) sample("_gate_open", {{"dependency", g.dependency}}, g.gate->is_open() ? 1 : 0);
-    header("_gate_level", "gauge", "Slow-start level of the dependency's retry gate while it holds retries.");
-    for (const auto& g : gates_) sample("_gate_level", {{"dependency", g.dependency}}, g.gate->level());
-    header("_gate_answers_total", "counter",
-           "Answers of the dependency's retry gate: admitted, probe (admitted while not open), held, denied, "
-           "throttled (first attempts rejected).");
+    out.family("_gate_open", MetricType::Gauge,
+               "1 while the dependency's retry gate admits every retry, 0 while it holds them.");
+    for (const auto& g : gates_) out.sample({{"dependency", g.dependency}}, g.gate->is_open() ? 1 : 0);
+    out.family("_gate_level", MetricType::Gauge, "Slow-start level of the dependency's retry gate while it holds retries.");
+    for (const auto& g : gates_) out.sample({{"dependency", g.dependency}}, static_cast<double>(g.gate->level()));
+    out.family("_gate_answers_total", MetricType::Counter,
+               "Answers of the dependency's retry gate: admitted, probe (admitted while not open), held, denied, "
+               "throttled (first attempts rejected).");
     for (const auto& g : gates_) {
       const auto a = g.gate->counts();
-      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "admitted"}}, a.admitted);
-      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "probe"}}, a.probes);
-      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "held"}}, a.held);
-      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "denied"}}, a.denied);
-      sample("_gate_answers_total", {{"dependency", g.dependency}, {"answer", "throttled"}}, a.throttled);
+      const auto answer = [&](std::string_view name, std::uint64_t n) {
+        out.sample({{"dependency", g.dependency}, {"answer", name}}, static_cast<double>(n));
+      };
+      answer("admitted", a.admitted);
+      answer("probe", a.probes);
+      answer("held", a.held);
+      answer("denied", a.denied);
+      answer("throttled", a.throttled);
     }
   }
+  return out.take();
 }
+
+void prometheus_observer::write(std::string& out) const { out += ::prometheus::TextSerializer{}.Serialize(Collect()); }
 
 std::string prometheus_observer::text() const {
   std::string out;

@@ -1,19 +1,20 @@
 #include <coretry/prometheus_phases.hpp>
 
-#include <coretry/prometheus.hpp>
-
 #include "prometheus_routes.hpp"
+
+#include <prometheus/check_names.h>
+#include <prometheus/client_metric.h>
+#include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 namespace coretry {
 
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
 constexpr std::size_t bucket_count = prometheus_phase_histograms::bucket_bounds.size() + 1; // with +Inf
-constexpr std::array<std::string_view, bucket_count> bucket_labels{
-    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"};
 constexpr std::string_view family_name = "_http_phase_duration_seconds";
 
 /// The first bucket whose bound is at least `d`; the last (+Inf) beyond them.
@@ -21,6 +22,8 @@ std::size_t bucket_of(duration d) noexcept {
   const auto& bounds = prometheus_phase_histograms::bucket_bounds;
   return static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), d) - bounds.begin());
 }
+
+double seconds(duration d) { return std::chrono::duration<double>(d).count(); }
 } // namespace
 
 struct prometheus_phase_histograms::route_histograms {
@@ -37,8 +40,8 @@ struct prometheus_phase_histograms::route_histograms {
 
 prometheus_phase_histograms::prometheus_phase_histograms(std::vector<std::string> routes, std::string prefix)
     : prefix_(std::move(prefix)) {
-  std::string scratch;
-  prometheus_text_writer(scratch).family(prefix_ + std::string{family_name}, "histogram", ""); // checks the name
+  if (prefix_.empty() || !::prometheus::CheckMetricName(prefix_ + std::string{family_name}))
+    throw std::invalid_argument("metric prefix '" + prefix_ + "' is not a valid name");
   detail::check_routes(routes);
   for (auto& route : routes) routes_.push_back(std::make_unique<route_histograms>(std::move(route)));
   routes_.push_back(std::make_unique<route_histograms>("other"));
@@ -61,13 +64,12 @@ void prometheus_phase_histograms::attempt_phases(const attempt_phases_event& e) 
   }
 }
 
-void prometheus_phase_histograms::write(std::string& out) const {
-  prometheus_text_writer writer{out};
-  const std::string name = prefix_ + std::string{family_name};
-  writer.family(name, "histogram",
-                "Time HTTP attempts spent in each phase: waiting for a connection, lookup, connect, TLS handshake, "
-                "writing, waiting for the first byte, reading the rest.");
-  const std::string bucket = name + "_bucket", sum = name + "_sum", count = name + "_count";
+std::vector<::prometheus::MetricFamily> prometheus_phase_histograms::Collect() const {
+  ::prometheus::MetricFamily family;
+  family.name = prefix_ + std::string{family_name};
+  family.help = "Time HTTP attempts spent in each phase: waiting for a connection, lookup, connect, TLS handshake, "
+                "writing, waiting for the first byte, reading the rest.";
+  family.type = ::prometheus::MetricType::Histogram;
   for (const auto& r : routes_) {
     for (std::size_t i = 0; i < phase_count; ++i) {
       const auto& h = r->phases[i];
@@ -75,17 +77,27 @@ void prometheus_phase_histograms::write(std::string& out) const {
       std::uint64_t total = 0;
       for (std::size_t b = 0; b < bucket_count; ++b) total += counts[b] = h.buckets[b].load(relaxed);
       if (total == 0) continue;
-      const std::string_view phase_name = to_string(static_cast<phase>(i));
+      ::prometheus::ClientMetric m;
+      m.label = {{"route", r->name}, {"phase", std::string{to_string(static_cast<phase>(i))}}};
+      // Cumulative, the finite bounds only: the serializer writes the count
+      // as the +Inf bucket.
       std::uint64_t cumulative = 0;
-      for (std::size_t b = 0; b < bucket_count; ++b) {
+      for (std::size_t b = 0; b + 1 < bucket_count; ++b) {
         cumulative += counts[b];
-        writer.sample(bucket, {{"route", r->name}, {"phase", phase_name}, {"le", bucket_labels[b]}}, cumulative);
+        m.histogram.bucket.push_back({cumulative, seconds(bucket_bounds[b])});
       }
-      writer.sample(sum, {{"route", r->name}, {"phase", phase_name}},
-                    std::chrono::duration<double>(duration(h.sum_ns.load(relaxed))).count());
-      writer.sample(count, {{"route", r->name}, {"phase", phase_name}}, total);
+      m.histogram.sample_count = total;
+      m.histogram.sample_sum = seconds(duration(h.sum_ns.load(relaxed)));
+      family.metric.push_back(std::move(m));
     }
   }
+  std::vector<::prometheus::MetricFamily> families;
+  families.push_back(std::move(family));
+  return families;
+}
+
+void prometheus_phase_histograms::write(std::string& out) const {
+  out += ::prometheus::TextSerializer{}.Serialize(Collect());
 }
 
 std::string prometheus_phase_histograms::text() const {

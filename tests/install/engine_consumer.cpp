@@ -1,6 +1,7 @@
 // A user's program that needs the engine alone, with coretry's virtual time
 // (coretry::testing) and its Prometheus observer (coretry::prometheus): one
-// retry on a manual timer with scripted jitter, then the metrics it left.
+// retry on a manual timer with scripted jitter, then the metrics it left,
+// serialized with the program's own prometheus-cpp registry.
 #include <coretry/coretry.hpp>
 #include <coretry/prometheus.hpp>
 #include <coretry/testing/manual_clock.hpp>
@@ -9,6 +10,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <iostream>
 #include <string>
@@ -62,9 +67,14 @@ int main() {
   // Two 10 ms attempts and a backoff of half the 100 ms window, on virtual time.
   std::cout << report << ", " << std::chrono::duration_cast<std::chrono::milliseconds>(runner.elapsed()).count()
             << " ms virtual\n";
-  const std::string text = metrics.text();
-  std::cout << (text.find("coretry_attempts_total{route=\"/answer\"} 2") != std::string::npos
-                    ? "metrics: 2 attempts counted\n"
-                    : "metrics: attempts missing\n" + text);
+  prometheus::Registry registry;
+  prometheus::BuildCounter().Name("consumer_runs_total").Help("Runs.").Register(registry).Add({}).Increment();
+  std::vector<prometheus::MetricFamily> families = registry.Collect();
+  const prometheus::Collectable& collectable = metrics;
+  for (auto& family : collectable.Collect()) families.push_back(std::move(family));
+  const std::string text = prometheus::TextSerializer{}.Serialize(families);
+  const bool counted = text.find("coretry_attempts_total{route=\"/answer\"} 2\n") != std::string::npos &&
+                       text.find("consumer_runs_total 1\n") != std::string::npos;
+  std::cout << (counted ? "metrics: 2 attempts counted\n" : "metrics: attempts missing\n" + text);
   return 0;
 }

@@ -3,6 +3,10 @@
 
 #include <coretry/prometheus.hpp>
 
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include <doctest/doctest.h>
 
 #include <map>
@@ -170,42 +174,66 @@ TEST_CASE("counts from many threads add up") {
 }
 
 TEST_CASE("label values are escaped and bad construction is refused") {
-  CHECK(prometheus_observer::escape_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+  prometheus_observer o{{"/say \"hi\"\n\\"}};
+  run_operation(o, "/say \"hi\"\n\\", {verdict::success()}, stop_reason::succeeded);
+  const std::string text = o.text();
+  CHECK(text.find(R"(coretry_operations_total{route="/say \"hi\"\n\\"} 1)") != std::string::npos);
+  CHECK(parse_samples(text).size() > 0);
   CHECK_THROWS_AS(prometheus_observer({"a", "a"}), std::invalid_argument);
   CHECK_THROWS_AS(prometheus_observer({""}), std::invalid_argument);
   CHECK_THROWS_AS(prometheus_observer({"other"}), std::invalid_argument);
   CHECK_THROWS_AS(prometheus_observer({"a"}, "1bad"), std::invalid_argument);
+  CHECK_THROWS_AS(prometheus_observer({"a"}, ""), std::invalid_argument);
+  CHECK_THROWS_AS(prometheus_observer({"a"}, "bad prefix"), std::invalid_argument);
 }
 
-TEST_CASE("the text writer: families, samples with and without labels, escaping") {
-  std::string out = "# already here\n";
-  coretry::prometheus_text_writer writer{out};
-  writer.family("jobs_total", "counter", "Jobs done, by \"kind\" (a\\b\nnext).");
-  writer.sample("jobs_total", {{"kind", "say \"hi\"\n"}, {"path", "c:\\tmp"}}, std::uint64_t{3});
-  writer.sample("jobs_total", {}, 7);
-  writer.family("jobs_in_flight", "gauge", "Jobs running.");
-  writer.sample("jobs_in_flight", {{"pool", "a"}}, std::int64_t{-2});
-  writer.sample("jobs_in_flight", {}, 0.25);
-  CHECK(out == "# already here\n"
-               "# HELP jobs_total Jobs done, by \"kind\" (a\\\\b\\nnext).\n"
-               "# TYPE jobs_total counter\n"
-               "jobs_total{kind=\"say \\\"hi\\\"\\n\",path=\"c:\\\\tmp\"} 3\n"
-               "jobs_total 7\n"
-               "# HELP jobs_in_flight Jobs running.\n"
-               "# TYPE jobs_in_flight gauge\n"
-               "jobs_in_flight{pool=\"a\"} -2\n"
-               "jobs_in_flight 0.25\n");
-  CHECK(coretry::prometheus_text_writer::escape_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
-}
+TEST_CASE("the observer is a prometheus-cpp Collectable beside a registry of the program's own") {
+  auto observer = std::make_shared<prometheus_observer>(std::vector<std::string>{"/books/{id}"});
+  coretry::token_bucket_budget budget;
+  observer->watch_budget("pricing", budget);
+  run_operation(*observer, "/books/{id}", {verdict::transient("http_503"), verdict::success()}, stop_reason::succeeded);
 
-TEST_CASE("the text writer refuses a bad metric name or type") {
-  std::string out;
-  coretry::prometheus_text_writer writer{out};
-  CHECK_THROWS_AS(writer.family("1jobs", "counter", "h"), std::invalid_argument);
-  CHECK_THROWS_AS(writer.family("", "counter", "h"), std::invalid_argument);
-  CHECK_THROWS_AS(writer.family("jobs total", "counter", "h"), std::invalid_argument);
-  CHECK_THROWS_AS(writer.family("jobs", "meter", "h"), std::invalid_argument);
-  CHECK(out.empty());
+  // What prometheus::Exposer does with every registered Collectable.
+  auto registry = std::make_shared<::prometheus::Registry>();
+  auto& jobs = ::prometheus::BuildCounter().Name("jobs_total").Help("Jobs done.").Register(*registry);
+  jobs.Add({{"kind", "a"}}).Increment(3);
+  const std::vector<std::weak_ptr<::prometheus::Collectable>> collectables{observer, registry};
+  std::vector<::prometheus::MetricFamily> families;
+  for (const auto& weak : collectables)
+    if (auto c = weak.lock()) {
+      auto more = c->Collect();
+      families.insert(families.end(), more.begin(), more.end());
+    }
+
+  const auto family = [&](std::string_view name) -> const ::prometheus::MetricFamily& {
+    for (const auto& f : families)
+      if (f.name == name) return f;
+    FAIL("no family ", name);
+    throw 0;
+  };
+  CHECK(family("coretry_operations_total").type == ::prometheus::MetricType::Counter);
+  CHECK(family("coretry_budget_tokens").type == ::prometheus::MetricType::Gauge);
+  const auto& per_operation = family("coretry_attempts_per_operation");
+  REQUIRE(per_operation.type == ::prometheus::MetricType::Histogram);
+  REQUIRE(per_operation.metric.size() == 2); // the route and "other"
+  const auto& h = per_operation.metric[0].histogram;
+  CHECK(per_operation.metric[0].label.at(0).value == "/books/{id}");
+  CHECK(h.sample_count == 1);
+  CHECK(h.sample_sum == 2);
+  REQUIRE(h.bucket.size() == 9);
+  CHECK(h.bucket[0].upper_bound == 1);
+  CHECK(h.bucket[0].cumulative_count == 0);
+  CHECK(h.bucket[1].cumulative_count == 1);
+
+  const std::string text = ::prometheus::TextSerializer{}.Serialize(families);
+  const auto s = parse_samples(text);
+  CHECK(s.at(R"(coretry_attempts_total{route="/books/{id}"})") == 2);
+  CHECK(s.at(R"(coretry_attempt_failures_total{route="/books/{id}",category="http_503"})") == 1);
+  CHECK(s.at(R"(coretry_attempts_per_operation_bucket{route="/books/{id}",le="+Inf"})") == 1);
+  CHECK(s.at(R"(jobs_total{kind="a"})") == 3);
+  CHECK(text.find("# TYPE coretry_attempts_per_operation histogram\n") != std::string::npos);
+  // The observer's own text is the same serializer's output of its families.
+  CHECK(observer->text() == ::prometheus::TextSerializer{}.Serialize(observer->Collect()));
 }
 
 } // TEST_SUITE

@@ -5,11 +5,12 @@
 #include <coretry/gate.hpp>
 #include <coretry/observer.hpp>
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <array>
 #include <atomic>
-#include <concepts>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,47 +18,16 @@
 
 namespace coretry {
 
-/// One label of a sample: its name and its value as it is (the writer
-/// escapes the value).
-struct prometheus_label {
-  std::string_view name;
-  std::string_view value;
-};
-
-/// Appends metric families to a string in the Prometheus text exposition
-/// format (version 0.0.4): a family's HELP and TYPE lines, then its samples.
-/// Every program that exposes metrics writes them through this one writer.
-class prometheus_text_writer {
-public:
-  /// Appends to `out`, which must outlive the writer.
-  explicit prometheus_text_writer(std::string& out) noexcept : out_(&out) {}
-
-  /// "# HELP NAME HELP" and "# TYPE NAME TYPE" (the help text escaped).
-  /// Throws std::invalid_argument for a name that is not a valid metric
-  /// name, or a type other than counter, gauge, histogram, summary, untyped.
-  void family(std::string_view name, std::string_view type, std::string_view help);
-
-  /// "NAME{LABEL="VALUE",...} VALUE", or "NAME VALUE" without labels. Label
-  /// values are escaped; names and label names are the caller's constants.
-  template <std::integral T>
-  void sample(std::string_view name, std::initializer_list<prometheus_label> labels, T value) {
-    sample_text(name, labels, std::to_string(value));
-  }
-  /// A float value, with nine significant digits.
-  void sample(std::string_view name, std::initializer_list<prometheus_label> labels, double value);
-
-  /// Escapes a label value for the text format (backslash, quote, newline).
-  static std::string escape_label_value(std::string_view value);
-
-private:
-  void sample_text(std::string_view name, std::initializer_list<prometheus_label> labels, std::string_view value);
-  std::string* out_;
-};
-
-/// A retry_observer that keeps counters per route template and renders them
-/// in the Prometheus text exposition format (version 0.0.4). Thread-safe:
-/// every counter is a relaxed atomic, and no event takes a lock, so one
-/// observer can be shared by all operations on all threads.
+/// A retry_observer that keeps counters per route template, and a
+/// prometheus-cpp Collectable that hands them over as metric families: a
+/// server registers it with its own prometheus::Exposer (RegisterCollectable)
+/// or serializes Collect() beside its own registry's families. Thread-safe:
+/// every counter is a relaxed atomic, and no event takes a lock or allocates
+/// (but the first sight of a failure category, once per slot), so one
+/// observer can be shared by all operations on all threads. The families are
+/// made from those atomics when collected: prometheus-cpp's own Family::Add
+/// takes a lock and allocates for each new label set, which the record path
+/// must not.
 ///
 /// Labels come only from bounded sets:
 ///  - `route`: one of the route templates given at construction (an event
@@ -86,13 +56,13 @@ private:
 ///   coretry_gate_answers_total{dependency,answer}  counter: admitted, probe (admitted while
 ///                                              not open), held (told to wait), denied,
 ///                                              throttled (first attempts rejected)
-class prometheus_observer final : public retry_observer {
+class prometheus_observer final : public retry_observer, public ::prometheus::Collectable {
 public:
   static constexpr std::size_t max_categories_per_route = 16;
 
   /// `routes`: the bounded set of operation names (route templates).
   /// Throws std::invalid_argument for an empty or duplicate route, or a
-  /// prefix that is not a valid metric name.
+  /// prefix that does not make valid metric names.
   explicit prometheus_observer(std::vector<std::string> routes, std::string prefix = "coretry");
   ~prometheus_observer() override;
   prometheus_observer(const prometheus_observer&) = delete;
@@ -116,15 +86,12 @@ public:
   void backoff_scheduled(const backoff_event& e) noexcept override;
   void stopped(const stop_event& e) noexcept override;
 
-  /// Appends the exposition text (HELP and TYPE lines, then samples).
+  /// Every family, with the same names, labels and types as the text.
+  std::vector<::prometheus::MetricFamily> Collect() const override;
+
+  /// Appends the exposition text (prometheus::TextSerializer of Collect()).
   void write(std::string& out) const;
   std::string text() const;
-
-  /// Escapes a label value for the text format: the same as
-  /// prometheus_text_writer::escape_label_value.
-  static std::string escape_label_value(std::string_view value) {
-    return prometheus_text_writer::escape_label_value(value);
-  }
 
 private:
   struct route_counters;

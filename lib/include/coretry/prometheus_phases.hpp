@@ -3,6 +3,9 @@
 
 #include <coretry/phases.hpp>
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -15,8 +18,8 @@ namespace coretry {
 
 /// A phase_observer (give it to http::request_options::phases) that keeps,
 /// per route template and phase, a histogram of the time attempts spent in
-/// that phase, and renders it in the Prometheus text exposition format
-/// (0.0.4):
+/// that phase, and a prometheus-cpp Collectable that hands it over as one
+/// metric family:
 ///
 ///   coretry_http_phase_duration_seconds{route,phase,le}   histogram
 ///
@@ -33,8 +36,10 @@ namespace coretry {
 ///
 /// Thread-safe: recording is a few relaxed atomic additions, with no lock
 /// and no allocation, so one instance can serve every request on every
-/// thread. Rendering may run at the same time; it reads each counter once.
-class prometheus_phase_histograms final : public phase_observer {
+/// thread. Collecting may run at the same time; it reads each counter once.
+/// The family is made from those atomics when collected, as the
+/// prometheus_observer's are.
+class prometheus_phase_histograms final : public phase_observer, public ::prometheus::Collectable {
 public:
   /// The upper bounds of the finite buckets.
   static constexpr std::array<duration, 13> bucket_bounds{
@@ -54,7 +59,10 @@ public:
 
   void attempt_phases(const attempt_phases_event& e) noexcept override;
 
-  /// Appends the exposition text (HELP and TYPE lines, then samples).
+  /// The histogram family (empty of series until something is recorded).
+  std::vector<::prometheus::MetricFamily> Collect() const override;
+
+  /// Appends the exposition text (prometheus::TextSerializer of Collect()).
   void write(std::string& out) const;
   std::string text() const;
 

@@ -26,12 +26,37 @@ void attempt_details::record(const boost::system::error_code& ec, const http::ex
   detail.problem = x.problem;
   detail.reached = http::to_string(x.reached);
   detail.reused_connection = x.reused_connection;
+  detail.phases = x.phases;
   if (!x.res) return;
   detail.status = x.res->result_int();
   detail.reason = std::string{x.res->reason()};
   if (const auto field = x.res->find(boost::beast::http::field::retry_after); field != x.res->end())
     detail.retry_after = printable_utf8(field->value(), 100);
   detail.body_start = x.res->body().substr(0, body_start_limit);
+}
+
+curl_times as_curl_times(const phase_timings& phases) {
+  curl_times times;
+  duration so_far{};
+  // The time from the start to the end of phase `p`, when the attempt went
+  // through it: reached it and went on to a later one (a failed attempt's
+  // last phase did not end).
+  const auto through = [&](phase p) -> std::optional<duration> {
+    const auto spent = phases[p];
+    if (!spent) return std::nullopt;
+    so_far += *spent;
+    for (auto later = static_cast<std::size_t>(p) + 1; later < phase_count; ++later)
+      if (phases.reached(static_cast<phase>(later))) return so_far;
+    return std::nullopt;
+  };
+  through(phase::pool_wait);
+  times.namelookup = through(phase::lookup);
+  times.connect = through(phase::connect);
+  times.appconnect = through(phase::tls);
+  through(phase::write);
+  times.starttransfer = through(phase::first_byte);
+  times.total = phases.total();
+  return times;
 }
 
 namespace {

@@ -21,6 +21,7 @@ struct attempt_detail {
   std::string problem;                  ///< the validation hook's complaint, if any
   std::string_view reached = "waiting_for_connection"; ///< how far the attempt got
   bool reused_connection = false;
+  phase_timings phases;           ///< where the attempt's time went
   std::optional<std::string> retry_after; ///< the Retry-After field as sent
   std::string body_start;               ///< the first bytes of the body, for diagnosis
 };
@@ -46,6 +47,20 @@ private:
 
   std::vector<attempt_detail> attempts_;
 };
+
+/// An attempt's phases as curl's cumulative times (`-w`'s time_namelookup,
+/// time_connect, time_appconnect, time_starttransfer, time_total): each the
+/// time from the attempt's start to the end of that step, none when the
+/// attempt never went through it (a reused connection: no lookup, connect
+/// or handshake; plain http: no handshake).
+struct curl_times {
+  std::optional<duration> namelookup;
+  std::optional<duration> connect;
+  std::optional<duration> appconnect;
+  std::optional<duration> starttransfer;
+  duration total{};
+};
+curl_times as_curl_times(const phase_timings& phases);
 
 /// `text` with invalid UTF-8 replaced by U+FFFD and cut to at most `limit`
 /// bytes on a character boundary: safe to put in JSON or on a terminal.

@@ -5,6 +5,9 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/json/array.hpp>
 
+#include <cmath>
+#include <cstdio>
+
 namespace coretry::cli {
 namespace {
 
@@ -34,6 +37,16 @@ void timeline::line(duration at, const std::string& text) noexcept {
   }
 }
 
+void timeline::more(const std::string& text) noexcept {
+  try {
+    if (before_line_) before_line_();
+    // Under the text of the line before, past its time ("%9.1f ms  ").
+    std::fprintf(out_, "%s%14s%s\n", prefix_.c_str(), "", text.c_str());
+    std::fflush(out_);
+  } catch (...) {
+  }
+}
+
 void timeline::attempt_started(const attempt_started_event& e) noexcept {
   try {
     line(e.at, "attempt " + std::to_string(e.attempt) + " of " + std::to_string(max_attempts_) +
@@ -52,6 +65,10 @@ void timeline::attempt_finished(const attempt_finished_event& e) noexcept {
     if (record.classified.status == attempt_status::transient && record.classified.delivered == delivery::unknown)
       text += " (may have reached the server)";
     line(record.end, text);
+    if (const attempt_detail* detail = details_.find(record.number); detail && !detail->phases.empty()) {
+      more(describe_phases(*detail));
+      more(describe_curl_times(detail->phases));
+    }
   } catch (...) {
   }
 }
@@ -88,6 +105,47 @@ std::string describe_attempt_result(const attempt_record& record, const attempt_
   if (detail && !detail->error.empty()) return detail->error + where;
   if (detail && !detail->problem.empty()) return printable_utf8(detail->problem, 200);
   return "no response";
+}
+
+namespace {
+
+std::string milliseconds(duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f ms", to_ms(d));
+  return text;
+}
+
+std::string milliseconds(const std::optional<duration>& d) { return d ? milliseconds(*d) : "-"; }
+
+/// Milliseconds to the microsecond, for JSON.
+boost::json::value json_ms(const std::optional<duration>& d) {
+  if (!d) return nullptr;
+  return std::round(to_ms(*d) * 1000.0) / 1000.0;
+}
+
+} // namespace
+
+std::string describe_phases(const attempt_detail& detail) {
+  std::string text = detail.reused_connection                             ? "reused connection:"
+                     : detail.phases.reached(phase::connect)         ? "new connection:"
+                                                                           : "no connection:";
+  std::string_view separator = " ";
+  for (std::size_t i = 0; i < phase_count; ++i) {
+    const auto p = static_cast<phase>(i);
+    if (const auto spent = detail.phases[p]) {
+      text += separator;
+      text += std::string{to_string(p)} + " " + milliseconds(*spent);
+      separator = ", ";
+    }
+  }
+  return text;
+}
+
+std::string describe_curl_times(const phase_timings& phases) {
+  const curl_times times = as_curl_times(phases);
+  return "time_namelookup " + milliseconds(times.namelookup) + ", time_connect " + milliseconds(times.connect) +
+         ", time_appconnect " + milliseconds(times.appconnect) + ", time_starttransfer " +
+         milliseconds(times.starttransfer) + ", time_total " + milliseconds(times.total);
 }
 
 std::string describe_failure(const http::result& result, const attempt_details& details, std::string_view cause) {
@@ -149,6 +207,29 @@ boost::json::object describe_outcome(const http::result& result, const attempt_d
     entry["problem"] = detail ? text_or_null(detail->problem) : nullptr;
     entry["reached"] = detail ? boost::json::value(detail->reached) : nullptr;
     entry["reused_connection"] = detail ? boost::json::value(detail->reused_connection) : nullptr;
+    // Milliseconds to the microsecond; null for a phase the attempt never
+    // reached, and for an attempt that never asked for a connection.
+    if (detail && !detail->phases.empty()) {
+      boost::json::object phases;
+      for (std::size_t i = 0; i < phase_count; ++i) {
+        const auto p = static_cast<phase>(i);
+        phases[to_string(p)] = json_ms(detail->phases[p]);
+      }
+      entry["phases_ms"] = std::move(phases);
+      const curl_times times = as_curl_times(detail->phases);
+      entry["time_namelookup_ms"] = json_ms(times.namelookup);
+      entry["time_connect_ms"] = json_ms(times.connect);
+      entry["time_appconnect_ms"] = json_ms(times.appconnect);
+      entry["time_starttransfer_ms"] = json_ms(times.starttransfer);
+      entry["time_total_ms"] = json_ms(times.total);
+    } else {
+      entry["phases_ms"] = nullptr;
+      entry["time_namelookup_ms"] = nullptr;
+      entry["time_connect_ms"] = nullptr;
+      entry["time_appconnect_ms"] = nullptr;
+      entry["time_starttransfer_ms"] = nullptr;
+      entry["time_total_ms"] = nullptr;
+    }
     log.push_back(std::move(entry));
   }
   json["attempt_log"] = std::move(log);

@@ -33,6 +33,8 @@ public:
 
 private:
   void line(duration at, const std::string& text) noexcept;
+  /// A line that goes on with the one before it (no time of its own).
+  void more(const std::string& text) noexcept;
 
   std::FILE* out_;
   std::string prefix_;
@@ -44,6 +46,14 @@ private:
 /// "HTTP 502 Bad Gateway" or "attempt timed out while reading": what an
 /// attempt produced, without its classification.
 std::string describe_attempt_result(const attempt_record& record, const attempt_detail* detail);
+
+/// "new connection: pool_wait 0.012 ms, connect 0.210 ms, ...": the phases
+/// an attempt reached, in order, with the time spent in each ("reused
+/// connection", or "no connection" when it never got one).
+std::string describe_phases(const attempt_detail& detail);
+/// "time_connect 0.222 ms, time_appconnect -, time_starttransfer 150.9 ms,
+/// time_total 151.2 ms": the same as curl's cumulative times.
+std::string describe_curl_times(const phase_timings& phases);
 
 /// One line for a failed operation: the stop reason (and `cause`, such as
 /// "SIGINT", when given), the attempts, the time and the last status or

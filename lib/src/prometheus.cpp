@@ -1,5 +1,7 @@
 #include <coretry/prometheus.hpp>
 
+#include "prometheus_routes.hpp"
+
 #include <prometheus/check_names.h>
 #include <prometheus/client_metric.h>
 #include <prometheus/text_serializer.h>
@@ -115,13 +117,8 @@ prometheus_observer::prometheus_observer(std::vector<std::string> routes, std::s
   // Every family's name is the prefix and a valid suffix: checking one checks all.
   if (prefix_.empty() || !::prometheus::CheckMetricName(prefix_ + "_operations_total"))
     throw std::invalid_argument("metric prefix '" + prefix_ + "' is not a valid name");
-  for (auto& route : routes) {
-    if (route.empty()) throw std::invalid_argument("a route template may not be empty");
-    if (route == "other") throw std::invalid_argument("route 'other' is reserved for unknown operations");
-    for (const auto& known : routes_)
-      if (known->name == route) throw std::invalid_argument("route '" + route + "' is given twice");
-    routes_.push_back(std::make_unique<route_counters>(std::move(route)));
-  }
+  detail::check_routes(routes);
+  for (auto& route : routes) routes_.push_back(std::make_unique<route_counters>(std::move(route)));
   routes_.push_back(std::make_unique<route_counters>("other"));
 }
 
@@ -140,10 +137,7 @@ void prometheus_observer::watch_gate(std::string dependency, const local_gate& g
 }
 
 prometheus_observer::route_counters& prometheus_observer::find(std::string_view route) noexcept {
-  // Few routes: a linear scan beats hashing and needs no lock.
-  for (std::size_t i = 0; i + 1 < routes_.size(); ++i)
-    if (routes_[i]->name == route) return *routes_[i];
-  return *routes_.back();
+  return detail::find_route(routes_, route);
 }
 
 void prometheus_observer::attempt_started(const attempt_started_event& e) noexcept {

@@ -355,3 +355,52 @@ TEST_CASE("cli: the progress line: never on a pipe, shown on a terminal for a sl
     CHECK(r.err.empty());
   }
 }
+
+TEST_CASE("cli: -v and --json: each attempt's phases, and curl's cumulative times") {
+  server_thread server;
+  // Attempt 1 opens the connection and gets a 502 at once; attempt 2 reuses
+  // it and waits 200 ms for its answer.
+  const std::string url = server.url("/seq/phases?steps=502,200;delay=200");
+  const auto verbose = run({"fetch", "-v", "--backoff-initial", "0.01", url});
+  CHECK(verbose.status == 0);
+  INFO("stderr: " << verbose.err);
+  const auto first = verbose.err.find("new connection: pool_wait ");
+  const auto second = verbose.err.find("reused connection: pool_wait ");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(second != std::string::npos);
+  CHECK(first < second);
+  CHECK(verbose.err.find("time_connect ", first) != std::string::npos);
+  CHECK(verbose.err.find("time_starttransfer ", second) != std::string::npos);
+  // An IP address is not looked up; a reused connection is not connected.
+  CHECK(verbose.err.substr(first, second - first).find(" lookup ") == std::string::npos);
+  CHECK(verbose.err.substr(second).find(" connect ") == std::string::npos);
+
+  const auto r = run({"fetch", "--json", "--backoff-initial", "0.01", server.url("/seq/phases-json?steps=502,200;delay=200")});
+  check_outcome(r, 0, "succeeded", 2);
+  const auto json = r.json();
+  const auto& opened = attempt(json, 0);
+  const auto& reused = attempt(json, 1);
+  CHECK_FALSE(opened.at("reused_connection").as_bool());
+  CHECK(reused.at("reused_connection").as_bool());
+  const auto& opened_phases = opened.at("phases_ms").as_object();
+  const auto& reused_phases = reused.at("phases_ms").as_object();
+  for (const char* name : {"pool_wait", "lookup", "connect", "tls", "write", "first_byte", "read"}) {
+    CAPTURE(name);
+    REQUIRE(opened_phases.contains(name)); // every phase named, null when not reached
+    REQUIRE(reused_phases.contains(name));
+  }
+  CHECK(opened_phases.at("lookup").is_null());
+  CHECK(opened_phases.at("tls").is_null());
+  CHECK(opened_phases.at("connect").to_number<double>() >= 0.0);
+  CHECK(opened.at("time_connect_ms").to_number<double>() >= 0.0);
+  CHECK(opened.at("time_appconnect_ms").is_null());
+  CHECK(reused_phases.at("connect").is_null());
+  CHECK(reused.at("time_connect_ms").is_null());
+  CHECK(reused_phases.at("first_byte").to_number<double>() >= 200.0);
+  const double starttransfer = reused.at("time_starttransfer_ms").to_number<double>();
+  const double total = reused.at("time_total_ms").to_number<double>();
+  CHECK(starttransfer >= 200.0);
+  CHECK(starttransfer <= total);
+  // The phases fit inside the attempt as the engine timed it.
+  CHECK(total <= static_cast<double>(reused.at("end_ms").as_int64() - reused.at("start_ms").as_int64()) + 1.0);
+}

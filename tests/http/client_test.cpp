@@ -15,6 +15,7 @@
 
 #include "blocking_client.hpp"
 #include "hostile_server.hpp"
+#include "phase_recorder.hpp"
 #include "policies.hpp"
 #include "server_thread.hpp"
 #include "skip.hpp"
@@ -370,15 +371,35 @@ TEST_CASE("HTTPS with the test CA succeeds and verifies the peer") {
   coretry::http::client_options options;
   options.ca_file = write_temp(server->ca_certificate_pem());
   harness h(options);
+  coretry_tests::phase_recorder phases;
+  auto request = h.with_policy();
+  request.phases = &phases;
   const std::string url = "https://localhost:" + std::to_string(server->port()) + "/seq/t?steps=502,200";
-  const auto r = h.send(beast_http::verb::get, url, h.with_policy());
-  const auto again = h.send(beast_http::verb::get, url, h.with_policy());
+  const auto r = h.send(beast_http::verb::get, url, request);
+  const auto again = h.send(beast_http::verb::get, url, request);
   std::remove(options.ca_file.c_str());
   CHECK(r.reason == stop_reason::succeeded);
   CHECK(r.attempts == 2);
   CHECK(again.succeeded());
   CHECK(again.value->reused_connection); // a TLS connection is pooled like any other
   CHECK(h.client.stats().connections_opened == 1);
+
+  // The handshake is a phase of the attempt that opened the connection
+  // (after looking "localhost" up), and of no attempt reusing it.
+  REQUIRE(phases.attempts.size() == 3);
+  using coretry::phase;
+  const auto& opened = phases.attempts[0].phases;
+  CHECK_FALSE(phases.attempts[0].reused_connection);
+  CHECK(opened.reached(phase::lookup));
+  CHECK(opened.reached(phase::connect));
+  REQUIRE(opened.reached(phase::tls));
+  CHECK(*opened[phase::tls] > coretry::duration::zero());
+  CHECK(opened.reached(phase::read));
+  for (std::size_t i = 1; i < phases.attempts.size(); ++i) {
+    CHECK(phases.attempts[i].reused_connection);
+    CHECK_FALSE(phases.attempts[i].phases.reached(phase::tls));
+    CHECK_FALSE(phases.attempts[i].phases.reached(phase::lookup));
+  }
 }
 
 TEST_CASE("TLS verification failures are permanent") {

@@ -39,6 +39,11 @@ void* operator new(std::size_t size, std::align_val_t align) {
   if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a)) return p;
   throw std::bad_alloc();
 }
+namespace coretry_allocation {
+/// For the program's other files (phase_allocation_test.cpp).
+std::uint64_t allocations_so_far() noexcept { return allocations.load(); }
+} // namespace coretry_allocation
+
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }

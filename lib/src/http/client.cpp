@@ -153,6 +153,15 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
 
 namespace detail {
 
+/// Ends the attempt's last phase, tells the request's phase observer, and
+/// hands the exchange back to be returned.
+exchange&& ended(exchange& x, const prepared_request& prepared, unsigned attempt) {
+  if (x.phases.running()) x.phases.finish(phase_timings::clock::now());
+  if (prepared.phases)
+    prepared.phases->attempt_phases({prepared.route, attempt, x.phases, x.reused_connection, x.res.has_value()});
+  return std::move(x);
+}
+
 /// One attempt: lease, connect if needed, write, read the complete response.
 /// Every failure is recorded in the exchange, with how far the attempt got,
 /// so that the classifier can tell "never sent" from "outcome unknown". One
@@ -177,7 +186,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
       std::optional<std::string> body = prepared->body(context.number);
       if (!body) {
         x.problem = "the request body cannot be reproduced for attempt " + std::to_string(context.number);
-        co_return x;
+        co_return ended(x, *prepared, context.number);
       }
       per_attempt.emplace(prepared->req);
       per_attempt->body() = std::move(*body);
@@ -192,23 +201,26 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
     if (per_attempt) {
       if (auto problem = request_problem(*per_attempt)) {
         x.problem = "after the request decorator: " + *problem;
-        co_return x;
+        co_return ended(x, *prepared, context.number);
       }
     }
 
     const std::string& key = prepared->where.key;
     const auto cancel_state = co_await asio::this_coro::cancellation_state;
     for (;;) {
+      // One clock read per change of phase: this one starts the wait for a
+      // connection; each later phase's start ends the one before.
+      x.phases.enter(phase::pool_wait, phase_timings::clock::now());
       std::optional<lease> held = state->pool.try_lease(key);
       while (!held) {
         if (cancellation_requested(cancel_state)) {
           x.error = asio::error::operation_aborted;
-          co_return x;
+          co_return ended(x, *prepared, context.number);
         }
         auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
         if (ec) {
           x.error = ec;
-          co_return x;
+          co_return ended(x, *prepared, context.number);
         }
         if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
       }
@@ -236,7 +248,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
         }
         if (ec) {
           x.error = ec;
-          co_return x; // the lease closes whatever was opened
+          co_return ended(x, *prepared, context.number); // the lease closes whatever was opened
         }
       }
 
@@ -255,6 +267,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
         exchange fresh;
         fresh.idempotency_key = std::move(x.idempotency_key);
         fresh.proxy = std::move(x.proxy);
+        fresh.phases = x.phases; // the attempt's clock goes on
         x = std::move(fresh);
         continue;
       }
@@ -268,7 +281,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
   } catch (const boost::system::system_error& e) {
     x.error = e.code();
   }
-  co_return x;
+  co_return ended(x, *prepared, context.number);
 }
 
 } // namespace detail

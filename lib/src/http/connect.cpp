@@ -130,11 +130,13 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
     // background thread, where cancellation cannot reach a getaddrinfo
     // already running: a slow DNS server would hold this attempt up too.
     x.reached = stage::connecting;
+    x.phases.enter(phase::connect, phase_timings::clock::now());
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
     auto [connect_ec] = co_await socket.async_connect(*address, asio::as_tuple(asio::use_awaitable));
     if (connect_ec) co_return connect_ec;
   } else {
     x.reached = stage::resolving;
+    x.phases.enter(phase::lookup, phase_timings::clock::now());
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
     pool.note_lookup();
     auto [resolve_ec, endpoints] =
@@ -142,6 +144,7 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
     if (resolve_ec) co_return resolve_ec;
 
     x.reached = stage::connecting;
+    x.phases.enter(phase::connect, phase_timings::clock::now());
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
     auto [connect_ec, endpoint] = co_await asio::async_connect(socket, endpoints, asio::as_tuple(asio::use_awaitable));
     if (connect_ec) co_return connect_ec;
@@ -160,6 +163,7 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
   }
 
   x.reached = stage::handshaking;
+  x.phases.enter(phase::tls, phase_timings::clock::now());
   held.attach(std::make_unique<connection>(std::move(socket), tls.get()));
   held.get()->buffer.max_size(buffer_limit);
   auto& stream = std::get<connection::tls_stream>(held.get()->stream);

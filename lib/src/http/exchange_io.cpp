@@ -38,7 +38,8 @@ namespace {
 template <class Stream>
 asio::awaitable<error_code> read_response(const client_options& options, Stream& stream, connection& conn,
                                           beast_http::response_parser<streamed_body>& parser,
-                                          const asio::cancellation_state& cancel_state, bool& answered) {
+                                          const asio::cancellation_state& cancel_state, bool& answered,
+                                          phase_timings& phases) {
   const auto ex = co_await asio::this_coro::executor;
   for (;;) {
     // Parse what is buffered: a header first, then as much body as there is.
@@ -65,7 +66,12 @@ asio::awaitable<error_code> read_response(const client_options& options, Stream&
       if (done.value) n = *done.value;
     }
     conn.buffer.commit(n);
-    if (n != 0) answered = true;
+    if (n != 0 && !answered) {
+      // The first byte of any response (an interim one included): the wait
+      // for the server ends, the reading of the rest begins.
+      answered = true;
+      phases.enter(phase::read, phase_timings::clock::now());
+    }
     if (ec == asio::error::eof) {
       // The server closed: that ends a body delimited by the connection's
       // end; anything else is cut short.
@@ -84,6 +90,7 @@ asio::awaitable<void> exchange_on(const client_options& options, Stream& stream,
                                      const body_streaming& streaming, exchange& x, bool& keep_alive, bool& answered) {
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   x.reached = stage::writing;
+  x.phases.enter(phase::write, phase_timings::clock::now());
   if (cancellation_requested(cancel_state)) {
     x.error = asio::error::operation_aborted;
     co_return;
@@ -96,6 +103,7 @@ asio::awaitable<void> exchange_on(const client_options& options, Stream& stream,
   }
 
   x.reached = stage::reading;
+  x.phases.enter(phase::first_byte, phase_timings::clock::now());
   // Interim responses (100 Continue, 103 Early Hints) come before the final
   // one (RFC 9110 §15.2): each is read with a fresh parser and skipped, up to
   // a bound: a server sending them forever would hold the attempt to its end.
@@ -119,7 +127,7 @@ asio::awaitable<void> exchange_on(const client_options& options, Stream& stream,
       x.error = asio::error::operation_aborted;
       co_return;
     }
-    if (const error_code ec = co_await read_response(options, stream, conn, parser, cancel_state, answered)) {
+    if (const error_code ec = co_await read_response(options, stream, conn, parser, cancel_state, answered, x.phases)) {
       x.error = ec;
       co_return;
     }
@@ -132,6 +140,7 @@ asio::awaitable<void> exchange_on(const client_options& options, Stream& stream,
     x.res.emplace(to_response(parser.release()));
     break;
   }
+  x.phases.finish(phase_timings::clock::now());
   x.received_at = std::chrono::system_clock::now();
   x.reached = stage::complete;
   // Bytes beyond the response (a server that sent more than it announced)

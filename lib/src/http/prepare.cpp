@@ -140,6 +140,8 @@ prepared_request prepare_request(const url_parts& parts, request&& req, const re
   prepared.validate = options.validate;
   prepared.classifiers = options.classifiers;
   prepared.streaming = {options.stream_body, options.body_sink};
+  prepared.route = options.route;
+  prepared.phases = options.phases;
   return prepared;
 }
 

@@ -28,6 +28,8 @@ struct prepared_request {
   std::function<std::optional<std::string>(const response&)> validate;
   std::vector<classifier_extension> classifiers;
   body_streaming streaming; ///< empty unless the caller takes bodies piece by piece
+  std::string_view route;   ///< request_options::route, for the phase observer
+  phase_observer* phases = nullptr;
   /// Idempotent by method, made repeatable by an Idempotency-Key, or neither.
   repeat_safety safety = repeat_safety::unsafe;
   /// Idempotent or keyed: may be sent again after an ambiguous failure.

@@ -120,6 +120,9 @@ struct request_options {
   /// As retry_options::gate: told every attempt's result, asked before every retry.
   retry_gate* gate = nullptr;
   retry_observer* observer = nullptr;
+  /// Told each attempt's phase timings (exchange::phases) when its exchange
+  /// ends, with this request's route.
+  phase_observer* phases = nullptr;
   random_source* random = nullptr;
 };
 

@@ -1,6 +1,7 @@
 #ifndef CORETRY_HTTP_EXCHANGE_HPP
 #define CORETRY_HTTP_EXCHANGE_HPP
 
+#include <coretry/phases.hpp>
 #include <coretry/outcome.hpp>
 
 #include <boost/beast/http/message.hpp>
@@ -41,6 +42,9 @@ struct exchange {
   boost::system::error_code error;
   stage reached = stage::waiting_for_connection;
   bool reused_connection = false;
+  /// Where the attempt's time went: waiting for a connection, lookup,
+  /// connect, TLS handshake, writing, waiting for the first byte, reading.
+  phase_timings phases;
   /// Bytes of the request written before the attempt ended.
   std::size_t bytes_written = 0;
   /// Local wall-clock time the response was complete: the reference for an

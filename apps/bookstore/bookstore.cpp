@@ -332,6 +332,7 @@ private:
         });
       }
     }
+    void hedge(const hedge_event& e) noexcept override { server.observer_.hedge(e); }
     void stopped(const stop_event& e) noexcept override { server.observer_.stopped(e); }
     state& server;
     std::shared_ptr<connection> conn;

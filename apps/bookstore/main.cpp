@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   std::string budget = "on", gate = "on", coordination = "on", jitter = "full";
   unsigned threads = 2;
   unsigned max_attempts = 3;
+  long long hedge_after = 0;
+  unsigned max_hedges = 0;
   long long attempt_timeout = 250, min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
             backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000, gate_max_hold = 100,
             gate_probe_interval = 100;
@@ -90,6 +92,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-attempts", max_attempts, "attempts per call, the first included")
       ->capture_default_str()->check(CLI::Range(1u, 100u));
   app.add_option("--attempt-timeout", attempt_timeout, "ms, limit of one complete attempt")->capture_default_str()->check(CLI::PositiveNumber);
+  auto* hedge_after_option =
+      app.add_option("--hedge-after", hedge_after,
+                     "ms: send a hedge (a second call to pricing) when an attempt has not answered after this long")
+          ->check(CLI::Range(1ll, 60000ll));
+  app.add_option("--max-hedges", max_hedges,
+                 "hedges in flight beside the first attempt (default 1 with --hedge-after; needs it)")
+      ->check(CLI::Range(1u, coretry::policy::max_hedges_cap))
+      ->needs(hedge_after_option);
   app.add_option("--min-attempt", min_attempt, "ms, never start an attempt with less")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--completion-reserve", completion_reserve, "ms kept from the call's deadline to return its result")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -139,6 +149,10 @@ int main(int argc, char** argv) {
   opts.coordination = coordination == "on";
   opts.policy.max_attempts = max_attempts;
   opts.policy.attempt_limit = milliseconds{attempt_timeout};
+  if (hedge_after_option->count() > 0) {
+    opts.policy.hedging.max_hedges = max_hedges > 0 ? max_hedges : 1;
+    opts.policy.hedging.delay = milliseconds{hedge_after};
+  }
   opts.policy.min_attempt_allowance = milliseconds{min_attempt};
   opts.policy.completion_reserve = milliseconds{completion_reserve};
   opts.policy.backoff.initial_window = milliseconds{backoff_initial};

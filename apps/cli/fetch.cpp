@@ -350,6 +350,13 @@ coretry::policy make_policy(const fetch_arguments& args) {
       throw usage_error("--jitter: " + quoted(*args.jitter) + " is not one of none, full, equal, decorrelated");
     p.backoff.jitter = *kind;
   }
+  if (args.max_hedges && !args.hedge_after)
+    throw usage_error("--max-hedges needs --hedge-after (the delay before a hedge is sent)");
+  if (args.hedge_after) {
+    p.hedging.delay = *optional_seconds("--hedge-after", args.hedge_after, false);
+    p.hedging.max_hedges =
+        args.max_hedges ? parse_count("--max-hedges", *args.max_hedges, 1, coretry::policy::max_hedges_cap) : 1;
+  }
   // The rules above always produce a valid policy; this guards the rules.
   if (auto problem = p.validate()) throw usage_error("the timing options give an unusable policy: " + *problem);
   return p;
@@ -418,6 +425,9 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
 int run_fetch(const fetch_plan& plan) {
   // Created first: an unusable -o is bad input, found before anything is sent.
   std::optional<output_file> output;
+  if (plan.output && plan.policy.hedging.max_hedges > 0)
+    throw usage_error("--hedge-after cannot be used with -o: the body is written as it arrives, and attempts "
+                      "running at once would write to one output");
   if (plan.output) output.emplace(*plan.output, plan.max_filesize);
 
   asio::io_context io{1};

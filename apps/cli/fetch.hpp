@@ -37,6 +37,8 @@ struct fetch_arguments {
   std::optional<std::string> backoff_initial;
   std::optional<std::string> backoff_cap;
   std::optional<std::string> jitter;
+  std::optional<std::string> hedge_after;
+  std::optional<std::string> max_hedges;
   std::optional<std::string> idempotency_key;
   std::optional<std::string> cacert;
   std::optional<std::string> cert;

@@ -279,6 +279,11 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               "N", retry);
   seconds_option(fetch, "--max-time", args.max_time, "deadline of the whole operation (default 30)", retry);
   seconds_option(fetch, "--backoff-initial", args.backoff_initial, "first backoff window (default 0.1)", retry);
+  seconds_option(fetch, "--hedge-after", args.hedge_after,
+                 "send a hedge (another attempt, on another\nconnection) when an attempt has not answered\n"
+                 "after this long; safe requests only, not\nwith -o (default: no hedging)", retry);
+  text_option(fetch, "--max-hedges", args.max_hedges,
+              "hedges in flight beside the first attempt,\n1-4 (default 1 with --hedge-after)", "N", retry);
   seconds_option(fetch, "--backoff-cap", args.backoff_cap, "largest backoff window (default 1)", retry);
   text_option(fetch, "--jitter", args.jitter,
               "how a wait is drawn from its window (default full):\n"

@@ -1,3 +1,4 @@
+#include <coretry/attempt_record.hpp>
 #include <coretry/decision_core.hpp>
 
 #include <algorithm>
@@ -28,6 +29,15 @@ std::string_view to_string(wait_source source) noexcept {
   return "invalid";
 }
 
+std::string_view to_string(attempt_kind kind) noexcept {
+  switch (kind) {
+  case attempt_kind::first: return "first";
+  case attempt_kind::retry: return "retry";
+  case attempt_kind::hedge: return "hedge";
+  }
+  return "invalid";
+}
+
 duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noexcept {
   const long double window = static_cast<long double>(backoff.initial_window.count()) *
                              std::pow(static_cast<long double>(backoff.multiplier), retry_index);
@@ -38,7 +48,7 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 
 decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget,
                              retry_gate* gate)
-    : policy_(p), random_(&random), budget_(budget), gate_(gate) {
+    : policy_(p), random_(&random), budget_(budget), gate_(gate), hedge_delay_(p.hedging.delay) {
   if (auto problem = policy_.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
 }
 
@@ -99,9 +109,19 @@ void decision_core::end_probe() noexcept {
   if (gate_ && probe_ != 0) gate_->probe_ended(std::exchange(probe_, 0));
 }
 
+void decision_core::probe_over(std::uint64_t ticket) noexcept {
+  if (gate_ && ticket != 0) gate_->probe_ended(ticket);
+}
+
+void decision_core::hold_hedges(duration elapsed, const verdict& v) noexcept {
+  if (v.server_delay && *v.server_delay > duration::zero())
+    hedge_hold_ = std::max(hedge_hold_, saturating_add(elapsed, *v.server_delay));
+}
+
 decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
   if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
   end_probe();
+  hold_hedges(elapsed, v);
   decision d = plan_after_attempt(elapsed, v, safety);
   // A retry the budget would refuse now is not slept for: the operation stops
   // at once. The token itself is taken after the sleep (sleep_finished).
@@ -175,7 +195,56 @@ decision decision_core::sleep_finished(duration elapsed) {
     return decision::stop(stop_reason::budget_exhausted);
   }
   ++attempts_;
+  last_start_ = elapsed;
   return d;
+}
+
+std::optional<decision> decision_core::attempt_finished_in_flight(duration elapsed, const verdict& v,
+                                                                  repeat_safety safety) {
+  if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
+  hold_hedges(elapsed, v);
+  switch (v.status) {
+  case attempt_status::success: return decision::stop(stop_reason::succeeded);
+  case attempt_status::permanent: return decision::stop(stop_reason::rejected);
+  case attempt_status::transient: break;
+  }
+  if (safety == repeat_safety::unsafe && v.delivered != delivery::never_sent)
+    return decision::stop(v.delivered == delivery::answered ? stop_reason::rejected : stop_reason::outcome_unknown);
+  return std::nullopt;
+}
+
+hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, bool at_once) {
+  using action = hedge_decision::action;
+  const hedging_policy& h = policy_.hedging;
+  if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= policy_.max_attempts) return {};
+  const duration due = std::max(at_once ? elapsed : saturating_add(last_start_, hedge_delay_), hedge_hold_);
+  if (due > elapsed) return {action::wait, {}, due};
+  const decision start = start_if_useful(elapsed);
+  if (start.what != decision::action::start_attempt) return {};
+  if (budget_ && !budget_->retry_available()) return {action::refused_budget};
+  std::uint64_t ticket = 0;
+  if (gate_) {
+    const duration now = saturating_add(origin_, elapsed);
+    const gate_decision answer = gate_->ask(now, latest_gate_instant(now), nullptr);
+    if (answer.what == gate_decision::action::deny ||
+        (answer.what == gate_decision::action::wait && answer.at > now))
+      return {action::refused_gate};
+    if (answer.what == gate_decision::action::admit) ticket = answer.ticket;
+  }
+  if (budget_ && !budget_->try_acquire_retry()) {
+    probe_over(ticket);
+    return {action::refused_budget};
+  }
+  ++attempts_;
+  last_start_ = elapsed;
+  return {action::send, start.allowance, {}, ticket};
+}
+
+duration decision_core::latest_gate_instant(duration now) const noexcept {
+  if (policy_.overall_deadline == duration::max()) return duration::max();
+  const duration last_start = policy_.overall_deadline - policy_.completion_reserve - policy_.min_attempt_allowance -
+                              policy_.timer_slack;
+  return std::max(now, saturating_add(origin_, std::max(last_start, duration::zero())));
 }
 
 std::optional<decision> decision_core::hold_at_gate(duration elapsed) {
@@ -184,12 +253,7 @@ std::optional<decision> decision_core::hold_at_gate(duration elapsed) {
   // before the last one at which an attempt still gets its minimum
   // allowance. An attempt now is useful (start_if_useful said so) even if
   // the slack is already eaten into.
-  duration latest = duration::max();
-  if (policy_.overall_deadline != duration::max()) {
-    const duration last_start = policy_.overall_deadline - policy_.completion_reserve -
-                                policy_.min_attempt_allowance - policy_.timer_slack;
-    latest = std::max(now, saturating_add(origin_, std::max(last_start, duration::zero())));
-  }
+  const duration latest = latest_gate_instant(now);
   const gate_decision answer = gate_->ask(now, latest, held_ ? &*held_ : nullptr);
   switch (answer.what) {
   case gate_decision::action::admit:

@@ -36,6 +36,20 @@ void retry_counters::stopped(const stop_event& e) noexcept {
   per_operation_[bucket].fetch_add(1, relaxed);
 }
 
+std::string_view to_string(hedge_result result) noexcept {
+  switch (result) {
+  case hedge_result::sent: return "sent";
+  case hedge_result::won: return "won";
+  case hedge_result::refused_budget: return "refused_budget";
+  case hedge_result::refused_gate: return "refused_gate";
+  }
+  return "invalid";
+}
+
+void retry_counters::hedge(const hedge_event& e) noexcept {
+  hedges_[static_cast<std::size_t>(e.result)].fetch_add(1, relaxed);
+}
+
 retry_counters::snapshot retry_counters::read() const noexcept {
   snapshot s;
   s.operations = operations_.load(relaxed);
@@ -46,6 +60,10 @@ retry_counters::snapshot retry_counters::read() const noexcept {
   s.total_backoff = duration(backoff_ns_.load(relaxed));
   for (std::size_t i = 0; i < attempt_buckets; ++i) s.attempts_per_operation[i] = per_operation_[i].load(relaxed);
   for (std::size_t i = 0; i < stops_.size(); ++i) s.stops[i] = stops_[i].load(relaxed);
+  s.hedges_sent = hedges_[static_cast<std::size_t>(hedge_result::sent)].load(relaxed);
+  s.hedges_won = hedges_[static_cast<std::size_t>(hedge_result::won)].load(relaxed);
+  s.hedges_refused_budget = hedges_[static_cast<std::size_t>(hedge_result::refused_budget)].load(relaxed);
+  s.hedges_refused_gate = hedges_[static_cast<std::size_t>(hedge_result::refused_gate)].load(relaxed);
   return s;
 }
 

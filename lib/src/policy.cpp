@@ -43,6 +43,10 @@ std::optional<std::string> policy::validate() const {
   if (backoff.floor < duration::zero()) return "backoff floor must not be negative";
   if (server_delay_spread < duration::zero()) return "server_delay_spread must not be negative";
   if (timer_slack < duration::zero()) return "timer_slack must not be negative";
+  if (hedging.max_hedges > max_hedges_cap)
+    return "hedging max_hedges must be at most " + std::to_string(max_hedges_cap);
+  if (hedging.max_hedges > 0 && hedging.delay <= duration::zero())
+    return "hedging delay must be positive when max_hedges is set";
   switch (backoff.jitter) {
   case jitter_kind::none: case jitter_kind::full: case jitter_kind::equal: case jitter_kind::decorrelated: break;
   default: return "backoff jitter is not a known jitter_kind";

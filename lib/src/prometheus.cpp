@@ -83,6 +83,8 @@ struct prometheus_observer::route_counters {
   std::atomic<std::int64_t> backoff_ns{0};
   std::array<counter, retry_counters::attempt_buckets> per_operation{};
   std::array<counter, stop_reason_count> stops{};
+  std::array<counter, 4> hedges{}; // indexed by hedge_result
+  std::atomic<std::int64_t> hedge_delay_ns{0};
   std::array<category_slot, max_categories_per_route> categories{};
   counter other_category{0};
 
@@ -148,6 +150,7 @@ void prometheus_observer::attempt_started(const attempt_started_event& e) noexce
 
 void prometheus_observer::attempt_finished(const attempt_finished_event& e) noexcept {
   route_counters& r = find(e.operation);
+  if (e.record.superseded) return; // a hedging loser, ended because another attempt won
   if (e.record.classified.status == attempt_status::success) {
     if (e.record.number == 1) r.initial_successes.fetch_add(1, relaxed);
     return;
@@ -159,6 +162,12 @@ void prometheus_observer::backoff_scheduled(const backoff_event& e) noexcept {
   route_counters& r = find(e.operation);
   r.backoffs.fetch_add(1, relaxed);
   r.backoff_ns.fetch_add(e.wait.count(), relaxed);
+}
+
+void prometheus_observer::hedge(const hedge_event& e) noexcept {
+  route_counters& r = find(e.operation);
+  r.hedges[static_cast<std::size_t>(e.result)].fetch_add(1, relaxed);
+  r.hedge_delay_ns.store(e.delay.count(), relaxed);
 }
 
 void prometheus_observer::stopped(const stop_event& e) noexcept {
@@ -221,6 +230,18 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
     for (int i = 0; i < stop_reason_count; ++i)
       out.sample({{"route", r->name}, {"reason", to_string(static_cast<stop_reason>(i))}},
                  static_cast<double>(r->stops[static_cast<std::size_t>(i)].load(relaxed)));
+
+  header("_hedges_total", "counter",
+         "Hedges (backup attempts while an earlier one runs): sent, won, refused_budget, refused_gate.");
+  for (const auto& r : routes_)
+    for (hedge_result h : {hedge_result::sent, hedge_result::won, hedge_result::refused_budget,
+                           hedge_result::refused_gate})
+      sample("_hedges_total", {{"route", r->name}, {"result", to_string(h)}},
+             r->hedges[static_cast<std::size_t>(h)].load(relaxed));
+  header("_hedge_delay_seconds", "gauge", "The hedging delay in force at the route's latest hedge event (0 before any).");
+  for (const auto& r : routes_)
+    sample("_hedge_delay_seconds", {{"route", r->name}},
+           std::chrono::duration<double>(duration(r->hedge_delay_ns.load(relaxed))).count());
 
   if (!budgets_.empty()) {
     out.family("_budget_tokens", MetricType::Gauge, "Retry tokens left in the dependency's budget.");

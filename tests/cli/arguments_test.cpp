@@ -119,6 +119,27 @@ TEST_CASE("cli: policy: the defaults, and --retry as curl counts it") {
   CHECK_THROWS_WITH(coretry::cli::make_policy(args), doctest::Contains("only one"));
 }
 
+TEST_CASE("cli: policy: --hedge-after and --max-hedges") {
+  auto args = with_url();
+  CHECK(coretry::cli::make_policy(args).hedging.max_hedges == 0);
+  args.hedge_after = "0.05";
+  auto p = coretry::cli::make_policy(args);
+  CHECK(p.hedging.max_hedges == 1);
+  CHECK(p.hedging.delay == 50ms);
+  args.max_hedges = "3";
+  CHECK(coretry::cli::make_policy(args).hedging.max_hedges == 3);
+  args.max_hedges = "5";
+  CHECK_THROWS_WITH(coretry::cli::make_policy(args), doctest::Contains("--max-hedges"));
+  args.max_hedges = "0";
+  CHECK_THROWS_WITH(coretry::cli::make_policy(args), doctest::Contains("--max-hedges"));
+  args.hedge_after = "0";
+  args.max_hedges.reset();
+  CHECK_THROWS_WITH(coretry::cli::make_policy(args), doctest::Contains("--hedge-after"));
+  args.hedge_after.reset();
+  args.max_hedges = "1";
+  CHECK_THROWS_WITH(coretry::cli::make_policy(args), doctest::Contains("needs --hedge-after"));
+}
+
 TEST_CASE("cli: policy: a small --max-time shrinks the reserve and the minimum allowance") {
   auto args = with_url();
   args.max_time = "0.1";

@@ -134,7 +134,9 @@ concept retry_classifier =
 /// (`attempt_stuck`) and waited for without a timer.
 ///
 /// \par Exceptions
-/// Throws std::invalid_argument, before starting, if the policy is invalid.
+/// Throws std::invalid_argument, before starting, if the policy is invalid,
+/// or asks for hedges (policy::hedging) for an operation that is not safe to
+/// repeat.
 template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class Classifier,
           class CompletionToken = detail::default_token_t<Executor>>
   requires retry_classifier<Classifier, Timer, Factory>
@@ -143,6 +145,10 @@ auto async_retry(const Executor& ex, const policy& p, const retry_options& optio
   using value_type = detail::retry_value_t<Timer, Factory>;
   // Checked now, so that a bad policy throws from this call whatever the token.
   if (auto problem = p.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+  // A hedge repeats the operation while it may still be taking effect.
+  if (p.hedging.max_hedges > 0 && options.safety == repeat_safety::unsafe)
+    throw std::invalid_argument("coretry::policy: hedging needs an operation that is safe to repeat "
+                                "(idempotent, or carrying an idempotency key)");
   return boost::asio::async_initiate<CompletionToken, retry_signature<value_type>>(
       detail::initiate_retry<Timer, std::decay_t<Factory>, std::decay_t<Classifier>, value_type>{}, token,
       boost::asio::any_io_executor(ex), p, options, std::forward<Factory>(factory),

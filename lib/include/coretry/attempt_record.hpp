@@ -7,12 +7,25 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <string_view>
+
 namespace coretry {
+
+/// Why an attempt was sent.
+enum class attempt_kind {
+  first, ///< the operation's initial attempt
+  retry, ///< after the attempts before it had all failed
+  hedge, ///< a backup sent while an earlier attempt was still running
+};
+
+/// Stable snake_case name of a kind ("first", "retry", "hedge").
+std::string_view to_string(attempt_kind kind) noexcept;
 
 /// One attempt as it happened. Times are measured from the operation's start
 /// on the timer's clock.
 struct attempt_record {
   unsigned number = 0;           ///< 1 for the initial attempt
+  attempt_kind kind = attempt_kind::first;
   duration wait_before{};        ///< the sleep that preceded it (zero for the first)
   wait_source wait_from = wait_source::none;
   duration start{};
@@ -20,6 +33,9 @@ struct attempt_record {
   duration allowance{};          ///< its deadline, from its start
   boost::system::error_code error; ///< the attempt's own error (attempt_error::timed_out on expiry)
   verdict classified;
+  /// Ended by the operation because another attempt's result was taken (a
+  /// hedging loser): not counted in the gate's window.
+  bool superseded = false;
 };
 
 } // namespace coretry

@@ -9,7 +9,9 @@
 #include <coretry/verdict.hpp>
 #include <coretry/wait_source.hpp>
 
+#include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace coretry {
 
@@ -29,6 +31,22 @@ struct decision {
   static decision stop(stop_reason reason) noexcept {
     return {action::stop, {}, {}, wait_source::none, reason};
   }
+};
+
+/// What to do about a hedge (policy::hedging): a backup attempt sent while
+/// others are still running.
+struct hedge_decision {
+  enum class action {
+    send,           ///< start a hedge now with `allowance` (its token is paid, the gate admitted it)
+    wait,           ///< none before `at` (elapsed since the start): ask again then
+    none,           ///< none: hedging off, none left, no room in flight, or too little time
+    refused_budget, ///< due, but the budget has no token: not sent
+    refused_gate,   ///< due, but the gate does not admit it now: not sent
+  };
+  action what = action::none;
+  duration allowance{}; ///< send: the hedge's deadline, from now
+  duration at{};        ///< wait: the instant to ask again, from the operation's start
+  std::uint64_t probe = 0; ///< send: a probe ticket the gate wants back (probe_over) when the hedge ends
 };
 
 /// The backoff window for retry `retry_index` (0 is the first retry):
@@ -75,6 +93,36 @@ public:
   /// allowance (less timer_slack), stops with dependency_unhealthy.
   decision sleep_finished(duration elapsed);
 
+  /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
+  /// running: due `hedging.delay` after the latest attempt started, or at
+  /// once when `at_once` (an attempt has just failed transiently while
+  /// others run); never before a server's delay has passed (hedge_hold()).
+  /// Within max_hedges in flight and max_attempts in all, with at least the
+  /// minimum allowance; then, exactly as for a retry, the budget must have a
+  /// token and the gate must admit it now (a gate that would only admit it
+  /// later refuses it: a hedge is never held). On `send` the token is taken
+  /// and the attempt counted.
+  hedge_decision next_hedge(duration elapsed, unsigned in_flight, bool at_once);
+  /// An attempt finished `elapsed` after the start, classified as `v`, while
+  /// others are still running. Tells the gate its result. Success and a
+  /// permanent failure answer their stop (the other attempts are then to be
+  /// cancelled); so does a transient failure that may not be repeated. A
+  /// transient failure otherwise answers nothing: ask next_hedge(at_once).
+  std::optional<decision> attempt_finished_in_flight(duration elapsed, const verdict& v, repeat_safety safety);
+  /// Takes the probe ticket of the attempt just started (0: none), so that it
+  /// is given back when that attempt ends (probe_over) rather than when the
+  /// next attempt of the operation finishes: for attempts that overlap.
+  std::uint64_t take_probe() noexcept { return std::exchange(probe_, 0); }
+  /// Tells the gate a probe taken with take_probe() is over.
+  void probe_over(std::uint64_t ticket) noexcept;
+  /// The hedging delay in force (the policy's, unless set).
+  duration hedge_delay() const noexcept { return hedge_delay_; }
+  /// Sets the delay from an observation (a latency percentile): an input.
+  void set_hedge_delay(duration delay) noexcept { hedge_delay_ = delay; }
+  /// No hedge is sent before this instant (from the start): the latest a
+  /// server's delay reached.
+  duration hedge_hold() const noexcept { return hedge_hold_; }
+
   /// Attempts started so far.
   unsigned attempts() const noexcept { return attempts_; }
   const coretry::policy& policy() const noexcept { return policy_; }
@@ -91,6 +139,10 @@ private:
   std::optional<decision> hold_at_gate(duration elapsed);
   /// Tells the gate the probe it admitted is over (once).
   void end_probe() noexcept;
+  /// The last instant a gate's wait may end at, for a question at `now` (as the gate sees time).
+  duration latest_gate_instant(duration now) const noexcept;
+  /// Notes a server's delay: no hedge before elapsed + delay.
+  void hold_hedges(duration elapsed, const verdict& v) noexcept;
 
   coretry::policy policy_;
   random_source* random_;
@@ -101,6 +153,9 @@ private:
   std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
   unsigned attempts_ = 0;
   duration previous_wait_{}; // decorrelated jitter draws from it
+  duration hedge_delay_{};   // the hedging delay in force
+  duration last_start_{};    // when the latest attempt started, from the start
+  duration hedge_hold_{};    // no hedge before this (a server's delay)
 };
 
 } // namespace coretry

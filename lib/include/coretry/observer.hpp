@@ -22,6 +22,7 @@ struct attempt_started_event {
   unsigned attempt;
   duration at;
   duration allowance;
+  attempt_kind kind = attempt_kind::first;
 };
 struct attempt_finished_event {
   std::string_view operation;
@@ -44,6 +45,26 @@ struct stuck_attempt_event {
   duration at;
 };
 
+/// What became of a hedge.
+enum class hedge_result {
+  sent,           ///< a hedge was started
+  won,            ///< a hedge's success was the operation's result
+  refused_budget, ///< due, but the retry budget had no token: not sent
+  refused_gate,   ///< due, but the retry gate did not admit it now: not sent
+};
+
+/// Stable snake_case name of a hedge result ("sent", "won", ...).
+std::string_view to_string(hedge_result result) noexcept;
+
+/// A hedge sent, won or refused. `delay`: the hedging delay in force.
+struct hedge_event {
+  std::string_view operation;
+  hedge_result result;
+  unsigned attempt; ///< the hedge's number (sent, won), or the number it would have had
+  duration at;
+  duration delay;
+};
+
 struct stop_event {
   std::string_view operation;
   stop_reason reason;
@@ -62,6 +83,7 @@ public:
   virtual void attempt_finished(const attempt_finished_event&) noexcept {}
   virtual void backoff_scheduled(const backoff_event&) noexcept {}
   virtual void attempt_stuck(const stuck_attempt_event&) noexcept {}
+  virtual void hedge(const hedge_event&) noexcept {}
   virtual void stopped(const stop_event&) noexcept {}
 };
 
@@ -80,12 +102,14 @@ public:
     duration total_backoff{};
     std::array<std::uint64_t, attempt_buckets> attempts_per_operation{};
     std::array<std::uint64_t, stop_reason_count> stops{}; ///< indexed by stop_reason
+    std::uint64_t hedges_sent = 0, hedges_won = 0, hedges_refused_budget = 0, hedges_refused_gate = 0;
   };
 
   void attempt_started(const attempt_started_event& e) noexcept override;
   void attempt_finished(const attempt_finished_event& e) noexcept override;
   void backoff_scheduled(const backoff_event& e) noexcept override;
   void stopped(const stop_event& e) noexcept override;
+  void hedge(const hedge_event& e) noexcept override;
 
   snapshot read() const noexcept;
 
@@ -95,6 +119,7 @@ private:
   std::atomic<std::int64_t> backoff_ns_{0};
   std::array<counter, attempt_buckets> per_operation_{};
   std::array<counter, stop_reason_count> stops_{};
+  std::array<counter, 4> hedges_{}; ///< indexed by hedge_result
 };
 
 } // namespace coretry

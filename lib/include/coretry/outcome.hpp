@@ -26,6 +26,9 @@ struct outcome {
   std::optional<T> value;
   boost::system::error_code last_error; ///< the last attempt's error, if any
   std::vector<attempt_record> records;
+  /// The number of the attempt whose success was taken (0 when none
+  /// succeeded); with hedging, not necessarily the last one started.
+  unsigned winner = 0;
   duration total_backoff{};
   duration elapsed{};
 

@@ -44,6 +44,18 @@ struct backoff_policy {
   duration floor = duration::zero();
 };
 
+/// Hedging: backup attempts sent while an earlier one is still running, for
+/// the slow tail. Off by default (max_hedges 0). Only for operations that are
+/// safe to repeat (async_retry throws std::invalid_argument otherwise).
+struct hedging_policy {
+  /// The most attempts in flight beside the first one (0: hedging off). At
+  /// most policy::max_hedges_cap.
+  unsigned max_hedges = 0;
+  /// How long after the latest attempt started the next hedge is sent, unless
+  /// that attempt has ended by then. Positive when hedging is on.
+  duration delay = std::chrono::milliseconds(50);
+};
+
 /// A retry policy: a plain value. The defaults are the book-detail read of the
 /// specification: 3 attempts, 1000 ms overall, 250 ms per attempt, 100 ms
 /// minimum allowance, 50 ms completion reserve, windows 100 ms then 200 ms.
@@ -73,6 +85,12 @@ struct policy {
   /// deadline_exhausted after its sleep (the minimum allowance stays a
   /// promise).
   duration timer_slack = std::chrono::milliseconds(5);
+  /// Backup attempts for the slow tail (off by default).
+  hedging_policy hedging{};
+
+  /// The largest hedging.max_hedges: at most this many attempts besides the
+  /// first run at once.
+  static constexpr unsigned max_hedges_cap = 4;
 
   /// Empty when the policy is usable, otherwise a sentence naming the problem.
   std::optional<std::string> validate() const;

@@ -84,6 +84,7 @@ public:
   void attempt_started(const attempt_started_event& e) noexcept override;
   void attempt_finished(const attempt_finished_event& e) noexcept override;
   void backoff_scheduled(const backoff_event& e) noexcept override;
+  void hedge(const hedge_event& e) noexcept override;
   void stopped(const stop_event& e) noexcept override;
 
   /// Every family, with the same names, labels and types as the text.

@@ -137,6 +137,15 @@ void client::close_idle() { state_->pool.close_idle(); }
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
   const url_parts parts = state_->parts_of(url);
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+  if (options.policy.hedging.max_hedges > 0) {
+    // Hedges run at the same time as the attempt before them.
+    if (options.body)
+      throw std::invalid_argument("coretry::http: hedging needs a request body held in memory: a body reopened for "
+                                  "each attempt may not be reproducible while another attempt reads it");
+    if (options.stream_body || options.body_sink)
+      throw std::invalid_argument("coretry::http: hedging cannot stream response bodies: attempts running at once "
+                                  "would write to one output");
+  }
   auto request = std::make_shared<detail::prepared_request>(
       detail::prepare_request(parts, std::move(req), options, state_->options.user_agent,
                               state_->proxy_for(parts.host)));

@@ -74,6 +74,12 @@ struct client_options {
 
 /// Per-request settings.
 struct request_options {
+  /// The retry policy, hedging included (policy::hedging): a hedge is an
+  /// attempt of its own, on another connection of the pool (a new one when
+  /// none is idle); a losing attempt is cancelled and its connection closed,
+  /// never pooled. Hedging needs a request that is safe to repeat, a body
+  /// held in memory (not `body`) and no streamed response (`stream_body`):
+  /// async_send throws std::invalid_argument otherwise.
   coretry::policy policy{};
   /// Bounded route template for events and metrics ("/books/{id}"), never
   /// the URL with its query. Must outlive the request; a literal does.

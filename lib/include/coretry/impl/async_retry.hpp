@@ -4,6 +4,7 @@
 // The asynchronous layer: carries out the decision core's steps with a timer
 // and cancellation slots. It decides nothing itself.
 
+#include <coretry/detail/attempt_lanes.hpp>
 #include <coretry/detail/attempt_runner.hpp>
 #include <coretry/detail/counted_ref.hpp>
 #include <coretry/detail/operation_executor.hpp>
@@ -46,9 +47,9 @@ class retry_op {
   using own_allocator = block_allocator_for<handler_allocator, Self>;
   using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   using ref = counted_ref<retry_op>;
-  using attempt_handler = owned_handler<retry_op>;
+  using attempt_handler = lane_handler<retry_op>;
   friend class counted_ref<retry_op>;
-  friend struct owned_handler<retry_op>;
+  friend struct lane_handler<retry_op>;
 
 public:
   using allocator_type = handler_allocator;
@@ -110,6 +111,12 @@ private:
       boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.on_sleep({}); }));
     };
     wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    hedge_wake_.owner = this;
+    hedge_wake_.expire = [](void* self, unsigned) {
+      auto& op = *static_cast<retry_op*>(self);
+      boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.consider_hedge(); }));
+    };
+    hedge_wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
   }
 
   ~retry_op() {
@@ -117,12 +124,13 @@ private:
     if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
   }
 
-  // What each attempt's runner completes to (owned_handler): the strand,
-  // the operation's own signal for the attempt, the handler's allocator.
+  // What each attempt's runner completes to (lane_handler): the strand,
+  // the operation's own signal for the attempt's lane, the handler's allocator.
   const boost::asio::any_io_executor& executor() const noexcept { return strand_; }
-  boost::asio::cancellation_slot inner_slot() noexcept { return attempt_signal_.slot(); }
+  boost::asio::cancellation_slot lane_slot(std::size_t lane) noexcept { return lanes_[lane].signal.slot(); }
   const handler_allocator& allocator() const noexcept { return alloc_; }
-  void on_completion(attempt_completion<T> done) { on_attempt(std::move(done)); }
+  void on_lane_completion(std::size_t lane, attempt_completion<T> done) { on_attempt(lane, std::move(done)); }
+  bool hedging() const noexcept { return core_.policy().hedging.max_hedges > 0; }
 
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -187,7 +195,7 @@ private:
     const duration allowance = first.allowance;
     boost::asio::dispatch(strand_, make_step([allowance](retry_op& op) {
                             if (op.cancel_requested()) return op.finish(stop_reason::cancelled);
-                            op.start_attempt(allowance);
+                            op.start_attempt(allowance, attempt_kind::first);
                           }));
     // On a multi-threaded context the whole operation may end on other
     // threads before this call returns: if this reference is then the last,
@@ -198,10 +206,12 @@ private:
   void on_cancel() {
     switch (phase_) {
     case phase::attempting:
-      // Any cancellation becomes terminal for the attempt: it is abandoned,
-      // so its I/O must stop and its connection may not be reused. The
-      // runner never completes inside this emission.
-      attempt_signal_.emit(boost::asio::cancellation_type::terminal);
+      // Any cancellation becomes terminal for the attempts: they are
+      // abandoned, so their I/O must stop and their connections may not be
+      // reused. A runner never completes inside this emission. No hedge
+      // follows.
+      cancel_hedge_timer();
+      lanes_.cancel_all();
       break;
     case phase::sleeping: wake_early(); break;
     case phase::starting: // the first step looks at the request
@@ -212,27 +222,30 @@ private:
 
   void act(const decision& d) {
     switch (d.what) {
-    case decision::action::start_attempt: return start_attempt(d.allowance);
+    case decision::action::start_attempt: return start_attempt(d.allowance, attempt_kind::retry);
     case decision::action::sleep: return sleep(d);
     case decision::action::stop: return finish(d.reason);
     }
   }
 
-  void start_attempt(duration allowance) {
+  void start_attempt(duration allowance, attempt_kind kind, std::uint64_t probe = 0) {
     // The attempt starts at the instant the core decided it, so the time the
     // core granted is measured from there: an attempt never runs past
     // min(attempt limit, deadline - reserve), however late this code runs.
     const duration at = decided_at_;
     const auto now = saturating_instant(start_, at);
+    const std::size_t index = result_.records.size();
     attempt_record& record = result_.records.emplace_back();
     record.number = core_.attempts();
+    record.kind = kind;
     record.wait_before = next_wait_;
-    record.wait_from = next_wait_source_;
+    record.wait_from = kind == attempt_kind::hedge ? wait_source::none : next_wait_source_;
     record.start = at;
     record.allowance = allowance;
     result_.attempts = record.number;
     next_wait_ = duration::zero();
-    if (options_.observer) options_.observer->attempt_started({options_.operation, record.number, at, allowance});
+    if (options_.observer)
+      options_.observer->attempt_started({options_.operation, record.number, at, allowance, kind});
 
     const duration deadline = core_.policy().overall_deadline;
     const attempt_context<clock> context{record.number, saturating_instant(now, allowance), allowance,
@@ -241,17 +254,83 @@ private:
     try {
       op.emplace(factory_(context));
     } catch (...) {
+      exception_ = std::current_exception();
+      core_.probe_over(probe);
+      // A hedge's factory: the attempts in flight are wound down first, and
+      // the last to finish delivers the exception.
+      if (lanes_.in_flight() > 0) return wind_down();
       // The first attempt may be created inside the initiating call, where
       // the caller's handler must not run: deliver the exception from the strand.
-      exception_ = std::current_exception();
       boost::asio::post(strand_, make_step([](retry_op& self) { self.fail(); }));
       return;
     }
     phase_ = phase::attempting;
+    // With hedging, the gate's probe ticket goes with the attempt that
+    // carries it, and is given back when that attempt ends.
+    if (hedging() && kind != attempt_kind::hedge) probe = core_.take_probe();
+    const std::size_t lane = lanes_.acquire(index, probe);
     run_attempt<T>(deadlines_, context.deadline, options_.cancellation_repeat, repeat_bound(context.deadline),
-                   stuck_report{&retry_op::report_stuck, this}, strand_, std::move(*op), attempt_handler{ref(this)});
+                   stuck_report{&retry_op::report_stuck, this}, strand_, std::move(*op),
+                   attempt_handler{ref(this), lane});
     // A cancellation requested while the attempt was being set up.
-    if (cancel_requested() && phase_ == phase::attempting) on_cancel();
+    if (cancel_requested() && phase_ == phase::attempting) return on_cancel();
+    if (hedging() && kind != attempt_kind::hedge) consider_hedge();
+  }
+
+  // Hedging (coretry/detail/attempt_lanes.hpp holds the lanes): sends the
+  // hedge the core says is due now, or arms the timer for when it will be.
+  // Nothing is launched once a result has been taken, the caller has
+  // cancelled or the attempts are being wound down.
+  void consider_hedge() {
+    if (phase_ != phase::attempting || stopping_ || exception_ || cancel_requested()) return;
+    const duration at = elapsed();
+    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_);
+    switch (h.what) {
+    case hedge_decision::action::send:
+      hedge_at_once_ = false;
+      decided_at_ = at;
+      report_hedge(hedge_result::sent, core_.attempts(), at);
+      start_attempt(h.allowance, attempt_kind::hedge, h.probe);
+      return consider_hedge(); // the next one, if there is room for it
+    case hedge_decision::action::wait: return arm_hedge_timer(h.at);
+    case hedge_decision::action::none: return;
+    case hedge_decision::action::refused_budget:
+    case hedge_decision::action::refused_gate:
+      // Simply not sent: the attempts in flight go on, and no other hedge
+      // is tried until one of them fails.
+      hedge_at_once_ = false;
+      report_hedge(h.what == hedge_decision::action::refused_budget ? hedge_result::refused_budget
+                                                                     : hedge_result::refused_gate,
+                   core_.attempts() + 1, at);
+      return;
+    }
+  }
+
+  void report_hedge(hedge_result what, unsigned attempt, duration at) {
+    if (options_.observer) options_.observer->hedge({options_.operation, what, attempt, at, core_.hedge_delay()});
+  }
+
+  // The hedge timer is an entry in the context's deadline queue, holding a
+  // reference while queued.
+  void arm_hedge_timer(duration at) {
+    add_ref();
+    if (deadlines_.place(hedge_wake_, saturating_instant(start_, at), 0) != deadline_queue<Timer>::placed::added)
+      release(true); // moved (it keeps the reference it had) or refused (shut down)
+  }
+  void cancel_hedge_timer() {
+    if (deadlines_.remove(hedge_wake_)) release(true);
+  }
+
+  // Ends the attempts in flight (terminal cancellation); the last one to
+  // finish concludes the operation.
+  void wind_down() {
+    cancel_hedge_timer();
+    lanes_.cancel_all();
+  }
+
+  void conclude() {
+    if (exception_) return fail();
+    finish(*stopping_);
   }
 
   // How many times a cancelled attempt's cancellation is sent again before
@@ -276,13 +355,20 @@ private:
       self.options_.observer->attempt_stuck({self.options_.operation, self.core_.attempts(), self.elapsed()});
   }
 
-  void on_attempt(attempt_completion<T>&& done) {
-    phase_ = phase::deciding;
+  void on_attempt(std::size_t lane, attempt_completion<T>&& done) {
+    const std::size_t index = lanes_[lane].record;
+    const std::uint64_t probe = lanes_[lane].probe;
+    lanes_.release(lane);
+    const bool last = lanes_.in_flight() == 0;
+    if (stopping_ || exception_) return on_wound_down(index, probe, std::move(done), last);
+    if (last) phase_ = phase::deciding;
     if (done.exception) {
       exception_ = std::move(done.exception);
+      core_.probe_over(probe);
+      if (!last) return wind_down();
       return fail();
     }
-    attempt_record& record = result_.records.back();
+    attempt_record& record = result_.records[index];
     record.end = elapsed();
     record.error = done.error;
     result_.last_error = done.error;
@@ -299,8 +385,49 @@ private:
     const bool cancelled = record.classified.status != attempt_status::success && cancel_requested();
     if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
     if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
-    if (cancelled) return finish(stop_reason::cancelled);
-    act(core_.attempt_finished(record.end, record.classified, options_.safety));
+    core_.probe_over(probe);
+    if (cancelled) {
+      if (last) return finish(stop_reason::cancelled);
+      stopping_ = stop_reason::cancelled; // the others have been told already
+      return;
+    }
+    if (!last) {
+      // Others are in flight: a result taken (or a permanent failure) ends
+      // them; a transient failure sends the next hedge at once.
+      if (const std::optional<decision> stop =
+              core_.attempt_finished_in_flight(record.end, record.classified, options_.safety)) {
+        stopping_ = stop->reason;
+        if (stop->reason == stop_reason::succeeded) take_winner(record);
+        return wind_down();
+      }
+      hedge_at_once_ = true;
+      return consider_hedge();
+    }
+    cancel_hedge_timer();
+    hedge_at_once_ = false;
+    const decision d = core_.attempt_finished(record.end, record.classified, options_.safety);
+    if (d.what == decision::action::stop && d.reason == stop_reason::succeeded) take_winner(record);
+    act(d);
+  }
+
+  void take_winner(const attempt_record& record) {
+    result_.winner = record.number;
+    if (record.kind == attempt_kind::hedge) report_hedge(hedge_result::won, record.number, record.end);
+  }
+
+  // An attempt that finished after the operation had decided to stop (a
+  // hedge that lost, or one wound down after a failure or the caller's
+  // cancellation): recorded, never classified, never told to the gate, and
+  // its value is not taken.
+  void on_wound_down(std::size_t index, std::uint64_t probe, attempt_completion<T>&& done, bool last) {
+    core_.probe_over(probe);
+    attempt_record& record = result_.records[index];
+    record.end = elapsed();
+    record.error = done.error;
+    record.superseded = stopping_ == stop_reason::succeeded;
+    record.classified = verdict::permanent(record.superseded ? "superseded" : "cancelled", delivery::unknown);
+    if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
+    if (last) conclude();
   }
 
   void sleep(const decision& d) {
@@ -353,6 +480,7 @@ private:
 
   // The handler is called once the last reference is gone (release).
   void end() {
+    cancel_hedge_timer();
     phase_ = phase::done;
     finished_ = true;
     if (caller_slot_.is_connected()) caller_slot_.clear();
@@ -365,6 +493,7 @@ private:
   boost::asio::any_io_executor strand_;
   deadline_queue<Timer>& deadlines_; ///< the attempts' deadlines and the backoff's wake-up, shared by the context
   deadline_entry<typename clock::time_point> wake_; ///< the end of the backoff
+  deadline_entry<typename clock::time_point> hedge_wake_; ///< when the next hedge is due
   retry_options options_;
   decision_core core_;
   Factory factory_;
@@ -376,7 +505,9 @@ private:
   duration next_wait_{};
   wait_source next_wait_source_ = wait_source::none;
   duration decided_at_{}; ///< when the core last decided, from the start
-  boost::asio::cancellation_signal attempt_signal_;
+  attempt_lanes<policy::max_hedges_cap + 1> lanes_; ///< the attempts in flight (one without hedging)
+  std::optional<stop_reason> stopping_; ///< decided while attempts were in flight: concluded by the last
+  bool hedge_at_once_ = false; ///< an attempt failed while others run: the next hedge is due now
   boost::asio::cancellation_slot caller_slot_;
   std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
   std::atomic<int> references_{0};

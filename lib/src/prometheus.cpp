@@ -231,17 +231,17 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
       out.sample({{"route", r->name}, {"reason", to_string(static_cast<stop_reason>(i))}},
                  static_cast<double>(r->stops[static_cast<std::size_t>(i)].load(relaxed)));
 
-  header("_hedges_total", "counter",
-         "Hedges (backup attempts while an earlier one runs): sent, won, refused_budget, refused_gate.");
+  out.family("_hedges_total", MetricType::Counter,
+             "Hedges (backup attempts while an earlier one runs): sent, won, refused_budget, refused_gate.");
   for (const auto& r : routes_)
     for (hedge_result h : {hedge_result::sent, hedge_result::won, hedge_result::refused_budget,
                            hedge_result::refused_gate})
-      sample("_hedges_total", {{"route", r->name}, {"result", to_string(h)}},
-             r->hedges[static_cast<std::size_t>(h)].load(relaxed));
-  header("_hedge_delay_seconds", "gauge", "The hedging delay in force at the route's latest hedge event (0 before any).");
+      out.sample({{"route", r->name}, {"result", to_string(h)}},
+                 static_cast<double>(r->hedges[static_cast<std::size_t>(h)].load(relaxed)));
+  out.family("_hedge_delay_seconds", MetricType::Gauge,
+             "The hedging delay in force at the route's latest hedge event (0 before any).");
   for (const auto& r : routes_)
-    sample("_hedge_delay_seconds", {{"route", r->name}},
-           std::chrono::duration<double>(duration(r->hedge_delay_ns.load(relaxed))).count());
+    out.sample({{"route", r->name}}, std::chrono::duration<double>(duration(r->hedge_delay_ns.load(relaxed))).count());
 
   if (!budgets_.empty()) {
     out.family("_budget_tokens", MetricType::Gauge, "Retry tokens left in the dependency's budget.");

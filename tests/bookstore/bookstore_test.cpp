@@ -419,6 +419,8 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
       else if (name == "dependency") CHECK(v == "pricing");
       else if (name == "answer")
         CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));
+      else if (name == "result")
+        CHECK((v == "sent" || v == "won" || v == "refused_budget" || v == "refused_gate"));
       else FAIL("unexpected label ", name);
     }
   }

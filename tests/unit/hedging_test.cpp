@@ -127,7 +127,7 @@ TEST_CASE("hedging: an attempt that ends before the delay sends no hedge") {
   CHECK(counts.hedges_sent == 0);
 }
 
-TEST_CASE("hedging: the first attempt can still win; the hedge is cancelled and the operation waits for it") {
+TEST_CASE("hedging: the first attempt can still win, and the hedge is cancelled and the operation waits for it") {
   fake_dependency dependency{{{70ms}, {1s}}};
   auto [result, at, counts] = run_hedged(hedged(), dependency);
   CHECK(result.reason == stop_reason::succeeded);
@@ -253,7 +253,7 @@ TEST_CASE("hedging: each hedge takes a budget token") {
   CHECK(budget.tokens() == doctest::Approx(4.0)); // full at 5, the first deposits nothing more, the hedge takes one
 }
 
-TEST_CASE("hedging: a hedge the gate does not admit is simply not sent; losers are not told to the gate") {
+TEST_CASE("hedging: a hedge the gate does not admit is simply not sent, and losers are not told to the gate") {
   counting_gate gate;
   coretry::retry_options o;
   o.gate = &gate;
@@ -351,7 +351,7 @@ TEST_CASE("hedging: a retry after every attempt failed, and hedges after it") {
   CHECK(result.winner == 3);
 }
 
-TEST_CASE("hedging: only for operations safe to repeat; the policy is checked") {
+TEST_CASE("hedging: only for operations safe to repeat, and the policy is checked") {
   asio::io_context io;
   fake_dependency dependency{{{1ms}}};
   coretry::retry_options unsafe;
@@ -368,7 +368,7 @@ TEST_CASE("hedging: only for operations safe to repeat; the policy is checked") 
   CHECK(dependency.calls == 0);
 }
 
-TEST_CASE("hedging: counted by the observers; losers are not failures") {
+TEST_CASE("hedging: counted by the observers, and losers are not failures") {
   coretry::prometheus_observer metrics({"operation"});
   coretry::retry_options o;
   o.observer = &metrics;

@@ -1,4 +1,5 @@
 #include <coretry/latency_tracker.hpp>
+#include <coretry/stop_reason.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -64,6 +65,20 @@ void check(bool ok, const char* problem) {
 }
 
 } // namespace
+
+latency_result latency_result_of(const attempt_record& record) noexcept {
+  if (record.error == attempt_error::timed_out) return latency_result::timeout;
+  return record.classified.status == attempt_status::success ? latency_result::success : latency_result::failure;
+}
+
+std::string_view to_string(latency_result result) noexcept {
+  switch (result) {
+  case latency_result::success: return "success";
+  case latency_result::timeout: return "timeout";
+  case latency_result::failure: return "failure";
+  }
+  return "invalid";
+}
 
 // A sub-window: its period (time since the epoch / width) shifted left by
 // one, the low bit set while it is being cleared; its successes by bucket;

@@ -1,6 +1,7 @@
 #ifndef CORETRY_LATENCY_TRACKER_HPP
 #define CORETRY_LATENCY_TRACKER_HPP
 
+#include <coretry/attempt_record.hpp>
 #include <coretry/policy.hpp>
 
 #include <array>
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 namespace coretry {
 
@@ -17,6 +19,14 @@ enum class latency_result {
   timeout, ///< abandoned at its limit: a censored sample (the latency was at least that limit)
   failure, ///< ended otherwise (refused, reset, an error status): counted, not a sample
 };
+
+/// How the attempt of `record` ended, as a tracker (and the attempt
+/// duration metrics) count it: timeout when its deadline expired
+/// (attempt_error::timed_out), success when it was classified so, else failure.
+latency_result latency_result_of(const attempt_record& record) noexcept;
+
+/// The stable name of a result: "success", "timeout" or "failure".
+std::string_view to_string(latency_result result) noexcept;
 
 /// What a latency tracker says about its window for one percentile. The
 /// tracker caches it as one 64-bit atomic value.

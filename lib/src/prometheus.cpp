@@ -52,9 +52,48 @@ void prometheus_text_writer::sample(std::string_view name, std::initializer_list
 
 void prometheus_text_writer::sample_text(std::string_view name, std::initializer_list<prometheus_label> labels,
                                          std::string_view value) {
+  sample_with(name, std::span<const prometheus_label>(labels.begin(), labels.size()), value);
+}
+
+void prometheus_duration_histogram::observe(duration d) noexcept {
+  std::size_t i = 0;
+  while (i < bounds.size() && d > bounds[i]) ++i;
+  buckets_[i].fetch_add(1, relaxed);
+  sum_ns_.fetch_add(std::max(d, duration::zero()).count(), relaxed);
+}
+
+std::uint64_t prometheus_duration_histogram::count() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& b : buckets_) n += b.load(relaxed);
+  return n;
+}
+
+void prometheus_duration_histogram::write(prometheus_text_writer& writer, std::string_view name,
+                                          std::span<const prometheus_label> labels) const {
+  static constexpr std::array<std::string_view, bounds.size() + 1> le{
+      "0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10", "+Inf"};
+  constexpr std::size_t max_labels = 7;
+  std::array<prometheus_label, max_labels + 1> with_le{};
+  const std::size_t n = std::min(labels.size(), max_labels);
+  std::copy_n(labels.begin(), n, with_le.begin());
+  const std::string bucket = std::string(name) + "_bucket";
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    cumulative += buckets_[i].load(relaxed);
+    with_le[n] = {"le", le[i]};
+    writer.sample_with(bucket, std::span<const prometheus_label>(with_le.data(), n + 1), std::to_string(cumulative));
+  }
+  const std::span<const prometheus_label> own(with_le.data(), n);
+  writer.sample_with(std::string(name) + "_sum", own,
+                     format_double(std::chrono::duration<double>(duration(sum_ns_.load(relaxed))).count()));
+  writer.sample_with(std::string(name) + "_count", own, std::to_string(cumulative));
+}
+
+void prometheus_text_writer::sample_with(std::string_view name, std::span<const prometheus_label> labels,
+                                         std::string_view value) {
   std::string& out = *out_;
   out.append(name);
-  if (labels.size() != 0) {
+  if (!labels.empty()) {
     char separator = '{';
     for (const auto& label : labels) {
       out += separator;
@@ -96,6 +135,10 @@ struct prometheus_observer::route_counters {
   std::array<counter, stop_reason_count> stops{};
   std::array<category_slot, max_categories_per_route> categories{};
   counter other_category{0};
+  // Attempt durations by latency_result. (An HTTP connection label would
+  // make this [result][connection], the index taken from the record.)
+  std::array<prometheus_duration_histogram, 3> attempt_durations{};
+  std::atomic<std::int64_t> limit_ns{0}; // 0: no attempt started yet
 
   // Lock-free: a slot's name is published once, by compare-exchange.
   void count_failure(std::string_view category) noexcept {
@@ -161,10 +204,13 @@ void prometheus_observer::attempt_started(const attempt_started_event& e) noexce
   route_counters& r = find(e.operation);
   r.attempts.fetch_add(1, relaxed);
   if (e.attempt == 1) r.operations.fetch_add(1, relaxed);
+  const duration limit = e.limit == duration::max() || e.limit <= duration::zero() ? e.allowance : e.limit;
+  r.limit_ns.store(std::max(limit.count(), duration::rep{1}), relaxed);
 }
 
 void prometheus_observer::attempt_finished(const attempt_finished_event& e) noexcept {
   route_counters& r = find(e.operation);
+  r.attempt_durations[static_cast<std::size_t>(latency_result_of(e.record))].observe(e.record.end - e.record.start);
   if (e.record.classified.status == attempt_status::success) {
     if (e.record.number == 1) r.initial_successes.fetch_add(1, relaxed);
     return;
@@ -245,6 +291,21 @@ void prometheus_observer::write(std::string& out) const {
     for (int i = 0; i < stop_reason_count; ++i)
       sample("_stops_total", {{"route", r->name}, {"reason", to_string(static_cast<stop_reason>(i))}},
              r->stops[static_cast<std::size_t>(i)].load(relaxed));
+
+  header("_attempt_duration_seconds", "histogram",
+         "How long each attempt took, by result: success, timeout (at its deadline), failure.");
+  for (const auto& r : routes_)
+    for (const latency_result result : {latency_result::success, latency_result::timeout, latency_result::failure}) {
+      const prometheus_label labels[] = {{"route", r->name}, {"result", to_string(result)}};
+      r->attempt_durations[static_cast<std::size_t>(result)].write(writer, prefix_ + "_attempt_duration_seconds",
+                                                                   labels);
+    }
+  header("_attempt_limit_seconds", "gauge",
+         "Limit of the route's latest attempt, before the clamp to the remaining time.");
+  for (const auto& r : routes_) {
+    const std::int64_t ns = r->limit_ns.load(relaxed);
+    if (ns != 0) sample("_attempt_limit_seconds", {{"route", r->name}}, std::chrono::duration<double>(duration(ns)).count());
+  }
 
   if (!budgets_.empty()) {
     header("_budget_tokens", "gauge", "Retry tokens left in the dependency's budget.");

@@ -412,7 +412,8 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
                v == "malformed"));
       else if (name == "category") CHECK(std::regex_match(v, std::regex{"[a-z0-9_]+"}));
       else if (name == "code") CHECK(std::regex_match(v, std::regex{"[0-9]{3}|other"}));
-      else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+|\\+Inf"}));
+      else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+(\\.[0-9]+)?|\\+Inf"}));
+      else if (name == "result") CHECK((v == "success" || v == "timeout" || v == "failure"));
       else if (name == "dependency") CHECK(v == "pricing");
       else if (name == "answer")
         CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));

@@ -3,6 +3,7 @@
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <coretry/observer.hpp>
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +47,9 @@ public:
   }
   /// A float value, with nine significant digits.
   void sample(std::string_view name, std::initializer_list<prometheus_label> labels, double value);
+  /// A sample whose labels are built at run time (sample() takes a list
+  /// written out in the call).
+  void sample_with(std::string_view name, std::span<const prometheus_label> labels, std::string_view value);
 
   /// Escapes a label value for the text format (backslash, quote, newline).
   static std::string escape_label_value(std::string_view value);
@@ -52,6 +57,36 @@ public:
 private:
   void sample_text(std::string_view name, std::initializer_list<prometheus_label> labels, std::string_view value);
   std::string* out_;
+};
+
+/// A histogram of durations for the text format, with fixed buckets that
+/// resolve 1 ms to 10 s in 1-2-5 steps (le 0.001 ... 10 seconds, +Inf).
+/// Recording is lock-free and allocation-free (a scan of 13 bounds, two
+/// relaxed atomic adds). Each series with its own labels is one of these:
+/// the attempt durations keep one per route and result, and a new label
+/// (an HTTP connection's "new" or "reused", a phase) is one more index.
+class prometheus_duration_histogram {
+public:
+  /// Upper bounds of the finite buckets.
+  static constexpr std::array<duration, 13> bounds{
+      std::chrono::milliseconds(1),   std::chrono::milliseconds(2),   std::chrono::milliseconds(5),
+      std::chrono::milliseconds(10),  std::chrono::milliseconds(20),  std::chrono::milliseconds(50),
+      std::chrono::milliseconds(100), std::chrono::milliseconds(200), std::chrono::milliseconds(500),
+      std::chrono::seconds(1),        std::chrono::seconds(2),        std::chrono::seconds(5),
+      std::chrono::seconds(10)};
+
+  /// Counts `d` (negative counts as zero).
+  void observe(duration d) noexcept;
+  /// Observations so far.
+  std::uint64_t count() const noexcept;
+  /// Writes NAME_bucket{LABELS...,le="..."} (cumulative), NAME_sum{LABELS}
+  /// in seconds and NAME_count{LABELS}; at most 7 labels. The family's
+  /// HELP and TYPE lines are the caller's.
+  void write(prometheus_text_writer& writer, std::string_view name, std::span<const prometheus_label> labels) const;
+
+private:
+  std::array<std::atomic<std::uint64_t>, bounds.size() + 1> buckets_{}; // the last: above 10 s
+  std::atomic<std::int64_t> sum_ns_{0};
 };
 
 /// A retry_observer that keeps counters per route template and renders them
@@ -79,6 +114,12 @@ private:
 ///   coretry_backoff_seconds_total{route}       time slept (scheduled) between attempts
 ///   coretry_cancellations_total{route}
 ///   coretry_stops_total{route,reason}          every reason, zeros included
+///   coretry_attempt_duration_seconds{route,result}  histogram (1 ms to 10 s): how long each
+///                                              attempt took, by result: success, timeout (at its
+///                                              deadline), failure
+///   coretry_attempt_limit_seconds{route}       gauge: the limit of the route's latest attempt
+///                                              (attempt_started_event::limit; its allowance when
+///                                              the limit has no bound), once an attempt started
 ///   coretry_budget_tokens{dependency}          gauge, per watched budget
 ///   coretry_budget_capacity{dependency}        gauge
 ///   coretry_gate_open{dependency}              gauge, per watched gate: 1 open, 0 holding retries

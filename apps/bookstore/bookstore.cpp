@@ -3,6 +3,7 @@
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
 #if CORETRY_BOOKSTORE_SHARED_STATE
@@ -69,6 +70,35 @@ struct connection {
 };
 
 } // namespace
+
+void apply_attempt_timeout(std::string_view text, coretry::policy& p) {
+  const auto bad = [&](const char* why) {
+    return std::invalid_argument("--attempt-timeout '" + std::string{text.substr(0, 32)} + "': " + why);
+  };
+  if (text.empty()) throw bad("give milliseconds (250) or a percentile (p99.9)");
+  if (text.front() == 'p') {
+    const std::string_view number = text.substr(1);
+    // Digits, at most one point, at most 12 characters: no sign, exponent, inf or nan.
+    const bool shaped = !number.empty() && number.size() <= 12 &&
+                        std::all_of(number.begin(), number.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }) &&
+                        std::count(number.begin(), number.end(), '.') <= 1 && number.front() != '.' &&
+                        number.back() != '.';
+    double value = 0;
+    if (!shaped || std::from_chars(number.data(), number.data() + number.size(), value).ec != std::errc{})
+      throw bad("a percentile is p followed by a number, such as p99.9");
+    if (!(value > 0.0 && value <= 100.0)) throw bad("a percentile must be above 0 and at most 100");
+    if (!p.observed) p.observed = coretry::observed_limit{};
+    p.observed->percentile = value;
+    return;
+  }
+  std::int64_t ms = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    throw bad("give whole milliseconds (250) or a percentile (p99.9)");
+  if (ms < 1 || ms > 3'600'000) throw bad("milliseconds must be between 1 and 3600000");
+  p.attempt_limit = std::chrono::milliseconds{ms};
+  p.observed.reset();
+}
 
 void validate(const options& opts) {
   (void)serving::parse_listen_address(opts.listen);
@@ -180,6 +210,7 @@ public:
       if (opts_.gate) retry_gate_ = std::make_shared<local_gate>(opts_.gate_options);
     }
     if (retry_gate_) observer_.watch_gate("pricing", *retry_gate_);
+    if (opts_.policy.observed) tracker_ = std::make_unique<latency_tracker>();
     base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
     listener_ = acceptor_.native_handle();
@@ -493,6 +524,7 @@ private:
     ro.route = book_route;
     ro.budget = budget_.get();
     ro.gate = retry_gate_.get();
+    ro.tracker = tracker_.get();
     request_observer observer{*this, c};
     ro.observer = &observer;
     ro.decorate = [coordination = opts_.coordination](coretry::http::request& out,
@@ -552,6 +584,7 @@ private:
 #endif
   std::shared_ptr<retry_budget> budget_;
   std::shared_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
+  std::unique_ptr<latency_tracker> tracker_; // pricing's, with an observed attempt limit
   prometheus_observer observer_;
 
   std::atomic<bool> stopping_{false};

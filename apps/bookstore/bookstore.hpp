@@ -52,7 +52,10 @@ struct options {
   /// bookstore can forward to another bookstore: http://host:port/books/{id}).
   std::string pricing_url;
   /// The outgoing call's policy. Its overall_deadline is replaced per
-  /// request by the propagated deadline.
+  /// request by the propagated deadline. With policy.observed set, one
+  /// latency tracker for pricing (coretry::latency_tracker, 10 s window)
+  /// is shared by all handlers and threads, and each attempt's limit comes
+  /// from it.
   coretry::policy policy{};
   /// The longest a caller may ask this server to work, and the default when
   /// the request carries no deadline header.
@@ -137,6 +140,13 @@ void validate(const options& opts);
 /// shared_state_password_file or else CORETRY_REDIS_PASSWORD). Throws
 /// std::invalid_argument naming the variable or file, never a password.
 void read_shared_state_credentials(options& opts);
+
+/// `--attempt-timeout`: whole milliseconds ("250", 1 to 3,600,000) set
+/// p.attempt_limit and clear p.observed; a percentile of recent successful
+/// attempts ("p99.9", above 0 and at most 100) sets p.observed's percentile
+/// (an observed limit with the library's defaults where p.observed was
+/// empty). Throws std::invalid_argument naming the problem.
+void apply_attempt_timeout(std::string_view text, coretry::policy& p);
 
 /// How a pricing call that did not succeed is answered.
 struct failure_answer {

@@ -28,7 +28,10 @@ int main(int argc, char** argv) {
   unsigned max_attempts = 3;
   long long hedge_after = 0;
   unsigned max_hedges = 0;
-  long long attempt_timeout = 250, min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
+  std::string attempt_timeout = "250";
+  long long attempt_floor = 10, attempt_ceiling = 0;
+  double attempt_margin = 1.5;
+  long long min_attempt = 100, completion_reserve = 50, backoff_initial = 100,
             backoff_max = 1000, max_deadline = 1000, reserve = 10, grace = 1000, gate_max_hold = 100,
             gate_probe_interval = 100;
   std::size_t max_connections = 64;
@@ -91,7 +94,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   app.add_option("--max-attempts", max_attempts, "attempts per call, the first included")
       ->capture_default_str()->check(CLI::Range(1u, 100u));
-  app.add_option("--attempt-timeout", attempt_timeout, "ms, limit of one complete attempt")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--attempt-timeout", attempt_timeout,
+                 "limit of one complete attempt: ms (250), or a percentile of pricing's recent successful attempts "
+                 "(p99.9): then --attempt-margin x that percentile, in [--attempt-floor, --attempt-ceiling], and "
+                 "the ceiling until 50 successes in 10 s")
+      ->capture_default_str();
+  app.add_option("--attempt-margin", attempt_margin, "with a percentile: the limit is this many times it (1 to 100)")
+      ->capture_default_str()->check(CLI::Range(1.0, 100.0));
+  app.add_option("--attempt-floor", attempt_floor, "with a percentile: ms, the shortest limit")
+      ->capture_default_str()->check(CLI::Range(1ll, 3600000ll));
+  app.add_option("--attempt-ceiling", attempt_ceiling,
+                 "with a percentile: ms, the longest limit; 0: the call's remaining time less its reserve")
+      ->capture_default_str()->check(CLI::Range(0ll, 3600000ll));
   auto* hedge_after_option =
       app.add_option("--hedge-after", hedge_after,
                      "ms: send a hedge (a second call to pricing) when an attempt has not answered after this long")
@@ -148,7 +162,17 @@ int main(int argc, char** argv) {
   opts.gate_options.max_hold = milliseconds{gate_max_hold};
   opts.coordination = coordination == "on";
   opts.policy.max_attempts = max_attempts;
-  opts.policy.attempt_limit = milliseconds{attempt_timeout};
+  try {
+    coretry::bookstore::apply_attempt_timeout(attempt_timeout, opts.policy);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());
+    return 2;
+  }
+  if (opts.policy.observed) {
+    opts.policy.observed->margin = attempt_margin;
+    opts.policy.observed->floor = milliseconds{attempt_floor};
+    opts.policy.observed->ceiling = attempt_ceiling == 0 ? coretry::duration::max() : milliseconds{attempt_ceiling};
+  }
   if (hedge_after_option->count() > 0) {
     opts.policy.hedging.max_hedges = max_hedges > 0 ? max_hedges : 1;
     opts.policy.hedging.delay = milliseconds{hedge_after};

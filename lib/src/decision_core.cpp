@@ -84,16 +84,31 @@ duration decision_core::local_backoff(unsigned retry_index) {
   return std::max(wait, b.floor);
 }
 
-decision decision_core::start_if_useful(duration elapsed) {
-  const duration allowance = std::min(policy_.attempt_limit, usable_after(elapsed));
-  if (allowance <= duration::zero() || allowance < policy_.min_attempt_allowance)
-    return decision::stop(stop_reason::deadline_exhausted);
-  return decision::start_attempt(allowance);
+duration observed_attempt_limit(const observed_limit& o, const latency_snapshot& s) noexcept {
+  if (s.successes < o.warm_up) return o.ceiling;
+  // margin x percentile, rounded up, saturating.
+  const long double scaled = static_cast<long double>(s.percentile.count()) * o.margin;
+  duration limit = scaled >= static_cast<long double>(duration::max().count())
+                       ? duration::max()
+                       : duration(static_cast<duration::rep>(std::ceil(scaled)));
+  if (s.censored_majority) limit = std::max(limit, saturating_add(s.longest_censored, s.longest_censored));
+  return std::clamp(limit, o.floor, o.ceiling);
 }
 
-decision decision_core::begin(duration origin) {
+decision decision_core::start_if_useful(duration elapsed, const latency_snapshot* observed) {
+  // The remaining time decides whether an attempt is useful; the limit only
+  // how long it may take (an observed limit may be below the minimum).
+  const duration usable = usable_after(elapsed);
+  if (usable <= duration::zero() || usable < policy_.min_attempt_allowance)
+    return decision::stop(stop_reason::deadline_exhausted);
+  limit_ = policy_.observed ? observed_attempt_limit(*policy_.observed, observed ? *observed : latency_snapshot{})
+                            : policy_.attempt_limit;
+  return decision::start_attempt(std::min(limit_, usable));
+}
+
+decision decision_core::begin(duration origin, const latency_snapshot* observed) {
   origin_ = origin;
-  decision d = start_if_useful(duration::zero());
+  decision d = start_if_useful(duration::zero(), observed);
   if (d.what == decision::action::start_attempt) {
     if (gate_ && !gate_->allow_first_attempt(origin, *random_))
       return decision::stop(stop_reason::dependency_unhealthy);
@@ -178,8 +193,8 @@ decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, r
   return decision::sleep(saturating_add(base, spread), source);
 }
 
-decision decision_core::sleep_finished(duration elapsed) {
-  decision d = start_if_useful(elapsed);
+decision decision_core::sleep_finished(duration elapsed, const latency_snapshot* observed) {
+  decision d = start_if_useful(elapsed, observed);
   if (d.what != decision::action::start_attempt) return d;
   if (gate_) {
     // A retry the bucket could not pay for is not held, nor given a slot.
@@ -213,13 +228,14 @@ std::optional<decision> decision_core::attempt_finished_in_flight(duration elaps
   return std::nullopt;
 }
 
-hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, bool at_once) {
+hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, bool at_once,
+                                         const latency_snapshot* observed) {
   using action = hedge_decision::action;
   const hedging_policy& h = policy_.hedging;
   if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= policy_.max_attempts) return {};
   const duration due = std::max(at_once ? elapsed : saturating_add(last_start_, hedge_delay_), hedge_hold_);
   if (due > elapsed) return {action::wait, {}, due};
-  const decision start = start_if_useful(elapsed);
+  const decision start = start_if_useful(elapsed, observed);
   if (start.what != decision::action::start_attempt) return {};
   if (budget_ && !budget_->retry_available()) return {action::refused_budget};
   std::uint64_t ticket = 0;

@@ -47,6 +47,16 @@ std::optional<std::string> policy::validate() const {
     return "hedging max_hedges must be at most " + std::to_string(max_hedges_cap);
   if (hedging.max_hedges > 0 && hedging.delay <= duration::zero())
     return "hedging delay must be positive when max_hedges is set";
+  if (observed) {
+    const observed_limit& o = *observed;
+    if (!std::isfinite(o.percentile) || o.percentile <= 0.0 || o.percentile > 100.0)
+      return "observed percentile must be a number above 0 and at most 100";
+    if (!std::isfinite(o.margin) || o.margin < 1.0 || o.margin > 100.0)
+      return "observed margin must be a number from 1 to 100";
+    if (o.floor <= duration::zero()) return "observed floor must be positive";
+    if (o.ceiling < o.floor) return "observed ceiling is smaller than its floor";
+    if (o.warm_up > 1'000'000) return "observed warm_up must be at most 1000000";
+  }
   switch (backoff.jitter) {
   case jitter_kind::none: case jitter_kind::full: case jitter_kind::equal: case jitter_kind::decorrelated: break;
   default: return "backoff jitter is not a known jitter_kind";

@@ -67,6 +67,31 @@ private:
 };
 } // namespace
 
+void prometheus_duration_histogram::observe(duration d) noexcept {
+  std::size_t i = 0;
+  while (i < bounds.size() && d > bounds[i]) ++i;
+  buckets_[i].fetch_add(1, relaxed);
+  sum_ns_.fetch_add(std::max(d, duration::zero()).count(), relaxed);
+}
+
+std::uint64_t prometheus_duration_histogram::count() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& b : buckets_) n += b.load(relaxed);
+  return n;
+}
+
+void prometheus_duration_histogram::collect(ClientMetric::Histogram& out) const {
+  std::uint64_t cumulative = 0;
+  out.bucket.reserve(bounds.size());
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    cumulative += buckets_[i].load(relaxed);
+    out.bucket.push_back({cumulative, std::chrono::duration<double>(bounds[i]).count()});
+  }
+  cumulative += buckets_.back().load(relaxed);
+  out.sample_count = cumulative; // the serializer writes it as the +Inf bucket too
+  out.sample_sum = std::chrono::duration<double>(duration(sum_ns_.load(relaxed))).count();
+}
+
 struct prometheus_observer::route_counters {
   explicit route_counters(std::string n) : name(std::move(n)) {}
   ~route_counters() {
@@ -87,6 +112,10 @@ struct prometheus_observer::route_counters {
   std::atomic<std::int64_t> hedge_delay_ns{0};
   std::array<category_slot, max_categories_per_route> categories{};
   counter other_category{0};
+  // Attempt durations by latency_result. (An HTTP connection label would
+  // make this [result][connection], the index taken from the record.)
+  std::array<prometheus_duration_histogram, 3> attempt_durations{};
+  std::atomic<std::int64_t> limit_ns{0}; // 0: no attempt started yet
 
   // Lock-free: a slot's name is published once, by compare-exchange.
   void count_failure(std::string_view category) noexcept {
@@ -146,10 +175,13 @@ void prometheus_observer::attempt_started(const attempt_started_event& e) noexce
   route_counters& r = find(e.operation);
   r.attempts.fetch_add(1, relaxed);
   if (e.attempt == 1) r.operations.fetch_add(1, relaxed);
+  const duration limit = e.limit == duration::max() || e.limit <= duration::zero() ? e.allowance : e.limit;
+  r.limit_ns.store(std::max(limit.count(), duration::rep{1}), relaxed);
 }
 
 void prometheus_observer::attempt_finished(const attempt_finished_event& e) noexcept {
   route_counters& r = find(e.operation);
+  r.attempt_durations[static_cast<std::size_t>(latency_result_of(e.record))].observe(e.record.end - e.record.start);
   if (e.record.superseded) return; // a hedging loser, ended because another attempt won
   if (e.record.classified.status == attempt_status::success) {
     if (e.record.number == 1) r.initial_successes.fetch_add(1, relaxed);
@@ -242,6 +274,19 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
              "The hedging delay in force at the route's latest hedge event (0 before any).");
   for (const auto& r : routes_)
     out.sample({{"route", r->name}}, std::chrono::duration<double>(duration(r->hedge_delay_ns.load(relaxed))).count());
+
+  out.family("_attempt_duration_seconds", MetricType::Histogram,
+             "How long each attempt took, by result: success, timeout (at its deadline), failure.");
+  for (const auto& r : routes_)
+    for (const latency_result result : {latency_result::success, latency_result::timeout, latency_result::failure})
+      r->attempt_durations[static_cast<std::size_t>(result)].collect(
+          out.histogram({{"route", r->name}, {"result", to_string(result)}}));
+  out.family("_attempt_limit_seconds", MetricType::Gauge,
+             "Limit of the route's latest attempt, before the clamp to the remaining time.");
+  for (const auto& r : routes_) {
+    const std::int64_t ns = r->limit_ns.load(relaxed);
+    if (ns != 0) out.sample({{"route", r->name}}, std::chrono::duration<double>(duration(ns)).count());
+  }
 
   if (!budgets_.empty()) {
     out.family("_budget_tokens", MetricType::Gauge, "Retry tokens left in the dependency's budget.");

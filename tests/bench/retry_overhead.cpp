@@ -12,7 +12,10 @@
 //    see the same machine.
 //    async_retry on the single-threaded io_context runs twice: without a
 //    gate and with an open local_gate shared by the round's operations (each
-//    success recorded); the ratio of the two is printed after the rows.
+//    success recorded); the ratio of the two is printed after the rows. It
+//    runs a third time with an observed attempt limit from a
+//    latency_tracker the round's operations share; the ratio to the fixed
+//    limit is printed too.
 // 2. Backoff: `pending` operations whose first attempt fails, all asleep in a
 //    one-hour backoff at once; reports heap bytes per pending operation, then
 //    the time to cancel them all and see every handler run.
@@ -122,13 +125,17 @@ measurement run_direct_with_deadline(int operations) {
 }
 
 /// Through async_retry, from a coroutine running as `kind` says, telling
-/// `gate` (if any) every attempt's result.
-measurement run_retry(int operations, context_kind kind, coretry::retry_gate* gate = nullptr) {
-  return measure(operations, kind, [operations, gate](asio::io_context& io) -> asio::awaitable<void> {
+/// `gate` (if any) every attempt's result; with `tracker`, every attempt's
+/// limit is observed from it (p99.9 x 1.5) and every result recorded into it.
+measurement run_retry(int operations, context_kind kind, coretry::retry_gate* gate = nullptr,
+                      coretry::latency_tracker* tracker = nullptr) {
+  return measure(operations, kind, [operations, gate, tracker](asio::io_context& io) -> asio::awaitable<void> {
     coretry::policy p;
+    if (tracker) p.observed = coretry::observed_limit{};
     coretry::retry_options options;
     options.safety = coretry::repeat_safety::idempotent;
     options.gate = gate;
+    options.tracker = tracker;
     const auto ex = co_await asio::this_coro::executor;
     for (int i = 0; i < operations; ++i) {
       auto result = co_await coretry::async_retry(
@@ -146,6 +153,15 @@ measurement run_retry_with_gate(int operations) {
   const measurement m = run_retry(operations, context_kind::single_threaded, &gate);
   if (!gate.is_open()) std::abort();
   return m;
+}
+
+/// async_retry on the single-threaded io_context with an observed attempt
+/// limit, from a latency_tracker every operation of the run shares (default
+/// options: snapshots refreshed every 5 ms). Past the warm-up (50
+/// successes) every limit is learnt.
+measurement run_retry_observed(int operations) {
+  coretry::latency_tracker tracker;
+  return run_retry(operations, context_kind::single_threaded, nullptr, &tracker);
 }
 
 void bench_backoff(int pending) {
@@ -204,21 +220,25 @@ int main(int argc, char** argv) {
   run_retry(operations / 10, context_kind::shared);
   run_retry(operations / 10, context_kind::on_strand);
   run_retry_with_gate(operations / 10);
+  run_retry_observed(operations / 10);
   constexpr int rounds = 5;
-  constexpr int kinds = 6;
+  constexpr int kinds = 7;
   constexpr int plain = 2; // async_retry, single-threaded io_context, no gate
   constexpr int gated = 5; // the same with a local_gate
+  constexpr int observed = 6; // the same with an observed limit
   const char* names[kinds] = {"direct co_await", "direct, hand-made deadline",
                               "async_retry, single-threaded io_context", "async_retry, strand per op",
-                              "async_retry, caller's strand", "async_retry, single-threaded, local_gate"};
+                              "async_retry, caller's strand", "async_retry, single-threaded, local_gate",
+                              "async_retry, single-threaded, observed limit"};
   measurement sums[kinds] = {};
   double ratio_min = 0, ratio_max = 0; // of the rounds' gate/no-gate ns/op
+  double observed_min = 0, observed_max = 0; // of the rounds' observed/fixed limit ns/op
   for (int r = 0; r < rounds; ++r) {
     const measurement m[kinds] = {run_direct(operations), run_direct_with_deadline(operations),
                                   run_retry(operations, context_kind::single_threaded),
                                   run_retry(operations, context_kind::shared),
                                   run_retry(operations, context_kind::on_strand),
-                                  run_retry_with_gate(operations)};
+                                  run_retry_with_gate(operations), run_retry_observed(operations)};
     for (int i = 0; i < kinds; ++i) {
       sums[i].ns_per_op += m[i].ns_per_op / rounds;
       sums[i].allocs_per_op += m[i].allocs_per_op / rounds;
@@ -226,6 +246,9 @@ int main(int argc, char** argv) {
     const double ratio = m[gated].ns_per_op / m[plain].ns_per_op;
     ratio_min = r == 0 ? ratio : std::min(ratio_min, ratio);
     ratio_max = r == 0 ? ratio : std::max(ratio_max, ratio);
+    const double observed_ratio = m[observed].ns_per_op / m[plain].ns_per_op;
+    observed_min = r == 0 ? observed_ratio : std::min(observed_min, observed_ratio);
+    observed_max = r == 0 ? observed_ratio : std::max(observed_max, observed_ratio);
   }
   std::printf("happy path, %d operations x %d interleaved rounds (mean of rounds):\n", operations, rounds);
   for (int i = 0; i < kinds; ++i)
@@ -234,6 +257,10 @@ int main(int argc, char** argv) {
               "%+.2f allocations/op\n",
               sums[gated].ns_per_op / sums[plain].ns_per_op, ratio_min, ratio_max,
               sums[gated].allocs_per_op - sums[plain].allocs_per_op);
+  std::printf("  observed / fixed limit (single-threaded io_context): %.3f x ns/op (rounds %.3f to %.3f), "
+              "%+.2f allocations/op\n",
+              sums[observed].ns_per_op / sums[plain].ns_per_op, observed_min, observed_max,
+              sums[observed].allocs_per_op - sums[plain].allocs_per_op);
   bench_backoff(pending);
   return 0;
 }

@@ -415,12 +415,13 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
                v == "malformed"));
       else if (name == "category") CHECK(std::regex_match(v, std::regex{"[a-z0-9_]+"}));
       else if (name == "code") CHECK(std::regex_match(v, std::regex{"[0-9]{3}|other"}));
-      else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+|\\+Inf"}));
+      else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+(\\.[0-9]+)?|\\+Inf"}));
+      else if (name == "result")
+        CHECK((v == "success" || v == "timeout" || v == "failure" || v == "sent" || v == "won" ||
+               v == "refused_budget" || v == "refused_gate"));
       else if (name == "dependency") CHECK(v == "pricing");
       else if (name == "answer")
         CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));
-      else if (name == "result")
-        CHECK((v == "sent" || v == "won" || v == "refused_budget" || v == "refused_gate"));
       else FAIL("unexpected label ", name);
     }
   }
@@ -479,6 +480,53 @@ TEST_CASE("shutdown stops accepting, closes idle connections and cancels a sleep
   store.reset();
 }
 
+TEST_CASE("--attempt-timeout takes milliseconds or a percentile, and refuses anything else by name") {
+  coretry::policy p;
+  bookstore::apply_attempt_timeout("p99.9", p);
+  REQUIRE(p.observed);
+  CHECK(p.observed->percentile == 99.9);
+  CHECK(p.observed->margin == 1.5);
+  CHECK(p.observed->floor == 10ms);
+  CHECK(p.observed->ceiling == coretry::duration::max());
+  bookstore::apply_attempt_timeout("p50", p);
+  CHECK(p.observed->percentile == 50);
+  bookstore::apply_attempt_timeout("p100", p);
+  CHECK(p.observed->percentile == 100);
+  bookstore::apply_attempt_timeout("180", p);
+  CHECK_FALSE(p.observed);
+  CHECK(p.attempt_limit == 180ms);
+  for (const char* bad : {"", "p", "p0", "p-1", "p100.1", "p1e2", "pinf", "p.5", "p5.", "p9.9.9", "99.9", "-5", "0",
+                          "3600001", "250ms", "p99.99999999999"}) {
+    CAPTURE(bad);
+    try {
+      bookstore::apply_attempt_timeout(bad, p);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string{e.what()}.starts_with("--attempt-timeout '"));
+    }
+  }
+}
+
+TEST_CASE("with a percentile attempt limit, /metrics shows the attempt histogram and the current limit") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/200?delay=5"));
+  bookstore::apply_attempt_timeout("p99.9", o.policy);
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  for (int i = 0; i < 60; ++i) REQUIRE(get(port, "/books/b" + std::to_string(i)).status == 200);
+  const std::string text = get(port, "/metrics").body;
+  // Every call pricing received is one attempt in the histogram.
+  CHECK(metric(text, R"(coretry_attempt_duration_seconds_count{route="/books/{id}",result="success"})") ==
+        pricing->log().size());
+  CHECK(metric(text, R"(coretry_attempt_duration_seconds_bucket{route="/books/{id}",result="success",le="0.002"})") ==
+        0);
+  // Past the warm-up (50 successes), the limit is learnt: 1.5 x p99.9 of
+  // about 5 ms is below the 10 ms floor, unless the machine is very slow.
+  const double limit = metric(text, R"(coretry_attempt_limit_seconds{route="/books/{id}"})");
+  CHECK(limit >= 0.010);
+  CHECK(limit < 0.5);
+}
+
 TEST_CASE("bad options are refused with a reason") {
   bookstore::options o;
   o.pricing_url = "ftp://x";
@@ -532,7 +580,13 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--keep-alive-timeout", "-5"},
         {"--pricing", "http://127.0.0.1:1/", "--send-timeout", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--max-clients", "0"},
-        {"--pricing", "http://127.0.0.1:1/", "--max-clients", "many"}}) {
+        {"--pricing", "http://127.0.0.1:1/", "--max-clients", "many"},
+        {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p0"},
+        {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p100.5"},
+        {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "pnan"},
+        {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "0"},
+        {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p99.9", "--attempt-floor", "500",
+         "--attempt-ceiling", "400"}}) {
     const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);

@@ -236,4 +236,54 @@ TEST_CASE("the observer is a prometheus-cpp Collectable beside a registry of the
   CHECK(observer->text() == ::prometheus::TextSerializer{}.Serialize(observer->Collect()));
 }
 
+TEST_CASE("attempt durations by result, and the attempt limit, render as a histogram and a gauge") {
+  prometheus_observer o({"/prices/{id}"});
+  const auto attempt = [&](unsigned n, coretry::duration took, verdict v, bool timed_out = false) {
+    o.attempt_started({"/prices/{id}", n, 0ms, 950ms, n == 1 ? coretry::duration::max() : 30ms});
+    attempt_record record;
+    record.number = n;
+    record.start = 100ms;
+    record.end = 100ms + took;
+    record.classified = v;
+    if (timed_out) record.error = coretry::attempt_error::timed_out;
+    o.attempt_finished({"/prices/{id}", record});
+  };
+  auto samples = parse_samples(o.text());
+  CHECK(samples.count(R"(coretry_attempt_limit_seconds{route="/prices/{id}"})") == 0); // no attempt yet
+  attempt(1, 1ms, verdict::success());      // le 0.001: a bound is inclusive
+  attempt(1, 1500us, verdict::success());   // le 0.002
+  attempt(1, 300ms, verdict::success());    // le 0.5
+  attempt(1, 12s, verdict::success());      // +Inf only
+  samples = parse_samples(o.text());
+  // The first attempts had no bound: the gauge shows their allowance.
+  CHECK(samples.at(R"(coretry_attempt_limit_seconds{route="/prices/{id}"})") == 0.95);
+  attempt(2, 30ms, verdict::transient("timeout"), true);
+  attempt(2, 4ms, verdict::transient("http_503"));
+  samples = parse_samples(o.text());
+  const auto bucket = [&](std::string_view result, std::string_view le) {
+    return samples.at(R"(coretry_attempt_duration_seconds_bucket{route="/prices/{id}",result=")" +
+                      std::string(result) + R"(",le=")" + std::string(le) + "\"}");
+  };
+  CHECK(bucket("success", "0.001") == 1);
+  CHECK(bucket("success", "0.002") == 2);
+  CHECK(bucket("success", "0.2") == 2);
+  CHECK(bucket("success", "0.5") == 3);
+  CHECK(bucket("success", "10") == 3);
+  CHECK(bucket("success", "+Inf") == 4);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="success"})") == 4);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_sum{route="/prices/{id}",result="success"})") ==
+        doctest::Approx(12.3025));
+  CHECK(bucket("timeout", "0.02") == 0);
+  CHECK(bucket("timeout", "0.05") == 1);
+  CHECK(bucket("failure", "0.002") == 0);
+  CHECK(bucket("failure", "0.005") == 1);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="failure"})") == 1);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="other",result="success"})") == 0);
+  CHECK(samples.at(R"(coretry_attempt_limit_seconds{route="/prices/{id}"})") == 0.03);
+  CHECK(samples.count(R"(coretry_attempt_limit_seconds{route="other"})") == 0);
+  const std::string text = o.text();
+  CHECK(text.find("# TYPE coretry_attempt_duration_seconds histogram\n") != std::string::npos);
+  CHECK(text.find("# TYPE coretry_attempt_limit_seconds gauge\n") != std::string::npos);
+}
+
 } // TEST_SUITE

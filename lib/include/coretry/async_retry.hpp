@@ -6,6 +6,7 @@
 #include <coretry/classify.hpp>
 #include <coretry/decision_core.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <coretry/observer.hpp>
 #include <coretry/outcome.hpp>
 #include <coretry/policy.hpp>
@@ -36,6 +37,13 @@ struct retry_options {
   /// must outlive every operation using it (an operation destroyed unrun,
   /// with its io_context, still tells the gate its probe is over).
   retry_gate* gate = nullptr;
+  /// Shared latency tracker of the dependency (thread-safe), told every
+  /// attempt's result: a success's latency, a timeout's limit (a censored
+  /// sample), other failures as counts; an attempt the caller cancelled is
+  /// not recorded. Read for the attempt limit when the policy has an
+  /// observed limit (which then needs one). Null: none. All operations
+  /// sharing one tracker must use one timer clock. It must outlive them.
+  latency_tracker* tracker = nullptr;
   /// Receives the operation's events; null means none.
   retry_observer* observer = nullptr;
   /// Jitter draws; null means the process-wide independent_random.
@@ -135,8 +143,8 @@ concept retry_classifier =
 ///
 /// \par Exceptions
 /// Throws std::invalid_argument, before starting, if the policy is invalid,
-/// or asks for hedges (policy::hedging) for an operation that is not safe to
-/// repeat.
+/// has an observed limit without a tracker in the options, or asks for
+/// hedges (policy::hedging) for an operation that is not safe to repeat.
 template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class Classifier,
           class CompletionToken = detail::default_token_t<Executor>>
   requires retry_classifier<Classifier, Timer, Factory>
@@ -149,6 +157,8 @@ auto async_retry(const Executor& ex, const policy& p, const retry_options& optio
   if (p.hedging.max_hedges > 0 && options.safety == repeat_safety::unsafe)
     throw std::invalid_argument("coretry::policy: hedging needs an operation that is safe to repeat "
                                 "(idempotent, or carrying an idempotency key)");
+  if (p.observed && !options.tracker)
+    throw std::invalid_argument("coretry::policy: an observed attempt limit needs retry_options::tracker");
   return boost::asio::async_initiate<CompletionToken, retry_signature<value_type>>(
       detail::initiate_retry<Timer, std::decay_t<Factory>, std::decay_t<Classifier>, value_type>{}, token,
       boost::asio::any_io_executor(ex), p, options, std::forward<Factory>(factory),

@@ -9,6 +9,7 @@
 #include <coretry/classify.hpp>
 #include <coretry/decision_core.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <coretry/observer.hpp>
 #include <coretry/outcome.hpp>
 #include <coretry/policy.hpp>

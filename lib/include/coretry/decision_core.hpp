@@ -3,6 +3,7 @@
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <coretry/policy.hpp>
 #include <coretry/random.hpp>
 #include <coretry/stop_reason.hpp>
@@ -53,6 +54,12 @@ struct hedge_decision {
 /// min(max_window, initial_window x multiplier^retry_index).
 duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noexcept;
 
+/// The limit `o` gives an attempt when its tracker's window says `s`
+/// (before the clamp to the remaining time): the ceiling until `s` holds
+/// o.warm_up successes; else margin x s.percentile, at least twice
+/// s.longest_censored when s.censored_majority, clamped to [floor, ceiling].
+duration observed_attempt_limit(const observed_limit& o, const latency_snapshot& s) noexcept;
+
 /// The pure decision core of one logical operation: no I/O, no clock reads,
 /// no global randomness. Time is an input (elapsed since the operation
 /// started, on whatever monotonic clock the caller uses), randomness comes from
@@ -79,7 +86,9 @@ public:
   /// dependency_unhealthy, with no attempt made.
   /// `origin` is the operation's start as the gate sees time (time since the
   /// epoch of the clock shared by the gate's callers); unused without a gate.
-  decision begin(duration origin = duration::zero());
+  /// `observed` is the latency tracker's snapshot now, for a policy with an
+  /// observed limit (none: the limit is the ceiling, as in the warm-up).
+  decision begin(duration origin = duration::zero(), const latency_snapshot* observed = nullptr);
   /// An attempt finished `elapsed` after the start, classified as `v`;
   /// `safety` says whether the operation as a whole may be repeated. Tells
   /// the gate the attempt's result (every attempt, the first included). Stops
@@ -91,7 +100,8 @@ public:
   /// (wait_source::gate), after which this is called again; its deny, or a T
   /// after the last instant at which an attempt could still get the minimum
   /// allowance (less timer_slack), stops with dependency_unhealthy.
-  decision sleep_finished(duration elapsed);
+  /// `observed`: as for begin().
+  decision sleep_finished(duration elapsed, const latency_snapshot* observed = nullptr);
 
   /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
   /// running: due `hedging.delay` after the latest attempt started, or at
@@ -102,7 +112,8 @@ public:
   /// token and the gate must admit it now (a gate that would only admit it
   /// later refuses it: a hedge is never held). On `send` the token is taken
   /// and the attempt counted.
-  hedge_decision next_hedge(duration elapsed, unsigned in_flight, bool at_once);
+  hedge_decision next_hedge(duration elapsed, unsigned in_flight, bool at_once,
+                            const latency_snapshot* observed = nullptr);
   /// An attempt finished `elapsed` after the start, classified as `v`, while
   /// others are still running. Tells the gate its result. Success and a
   /// permanent failure answer their stop (the other attempts are then to be
@@ -125,6 +136,9 @@ public:
 
   /// Attempts started so far.
   unsigned attempts() const noexcept { return attempts_; }
+  /// The limit of the latest attempt started, before the clamp to the
+  /// remaining time: attempt_limit, or the observed limit.
+  duration attempt_limit() const noexcept { return limit_; }
   const coretry::policy& policy() const noexcept { return policy_; }
 
 private:
@@ -133,7 +147,7 @@ private:
   /// Time left for an attempt's allowance at `elapsed`: deadline - elapsed -
   /// reserve, saturating (duration::max() when there is no overall deadline).
   duration usable_after(duration elapsed) const noexcept;
-  decision start_if_useful(duration elapsed);
+  decision start_if_useful(duration elapsed, const latency_snapshot* observed);
   /// The gate's answer for a retry at `elapsed`: start (nothing to do), a
   /// sleep until the reserved slot, or a stop.
   std::optional<decision> hold_at_gate(duration elapsed);
@@ -152,6 +166,7 @@ private:
   std::optional<gate_decision> held_; // the gate's last wait, presented when asking again
   std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
   unsigned attempts_ = 0;
+  duration limit_{};
   duration previous_wait_{}; // decorrelated jitter draws from it
   duration hedge_delay_{};   // the hedging delay in force
   duration last_start_{};    // when the latest attempt started, from the start

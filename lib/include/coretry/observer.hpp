@@ -21,7 +21,10 @@ struct attempt_started_event {
   std::string_view operation;
   unsigned attempt;
   duration at;
-  duration allowance;
+  duration allowance; ///< the attempt's deadline, from its start
+  /// The attempt limit in force (policy::attempt_limit, or the observed
+  /// limit), before the clamp to the remaining time that gives `allowance`.
+  duration limit{};
   attempt_kind kind = attempt_kind::first;
 };
 struct attempt_finished_event {

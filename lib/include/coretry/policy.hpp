@@ -56,6 +56,29 @@ struct hedging_policy {
   duration delay = std::chrono::milliseconds(50);
 };
 
+/// Attempt limits chosen from what the dependency is observed to do: each
+/// attempt's limit is `margin` x the `percentile` of the recent successful
+/// attempts a latency_tracker holds (retry_options::tracker), clamped to
+/// [floor, ceiling] and, as every limit, to the remaining time less the
+/// completion reserve. Until the tracker's window holds `warm_up`
+/// successes, the limit is the ceiling. When more than half of the
+/// window's attempts (at least 10) ended at their limit, the limit is at
+/// least twice the longest limit they ended at: a dependency that became
+/// slower than the limit is learnt by doubling, as TCP's retransmission
+/// timer does.
+struct observed_limit {
+  /// The percentile of successful attempts, in percent (above 0, at most 100).
+  double percentile = 99.9;
+  /// The limit is this many times the percentile (1 to 100).
+  double margin = 1.5;
+  /// The shortest limit (positive).
+  duration floor = std::chrono::milliseconds(10);
+  /// The longest limit; duration::max(): the remaining time less the reserve.
+  duration ceiling = duration::max();
+  /// Successes the window must hold before its percentile is used (0 to 1,000,000).
+  unsigned warm_up = 50;
+};
+
 /// A retry policy: a plain value. The defaults are the book-detail read of the
 /// specification: 3 attempts, 1000 ms overall, 250 ms per attempt, 100 ms
 /// minimum allowance, 50 ms completion reserve, windows 100 ms then 200 ms.
@@ -65,9 +88,14 @@ struct policy {
   /// The whole operation's allowance, fixed once when it starts, on the
   /// timer's monotonic clock. duration::max() means no overall deadline.
   duration overall_deadline = std::chrono::milliseconds(1000);
-  /// Limit of one complete attempt.
+  /// Limit of one complete attempt (unused when `observed` is set).
   duration attempt_limit = std::chrono::milliseconds(250);
-  /// Never start an attempt with less time than this.
+  /// When set, each attempt's limit comes from the dependency's observed
+  /// latencies instead of attempt_limit; the operation then needs a
+  /// latency tracker (retry_options::tracker).
+  std::optional<observed_limit> observed;
+  /// Never start an attempt with less time than this remaining (less the
+  /// reserve). An observed limit may be shorter.
   duration min_attempt_allowance = std::chrono::milliseconds(100);
   /// Time kept back from the overall deadline to return the result.
   duration completion_reserve = std::chrono::milliseconds(50);

@@ -3,8 +3,10 @@
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <coretry/observer.hpp>
 
+#include <prometheus/client_metric.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
@@ -17,6 +19,35 @@
 #include <vector>
 
 namespace coretry {
+
+/// A histogram of durations, with fixed buckets that
+/// resolve 1 ms to 10 s in 1-2-5 steps (le 0.001 ... 10 seconds, +Inf).
+/// Recording is lock-free and allocation-free (a scan of 13 bounds, two
+/// relaxed atomic adds). Each series with its own labels is one of these:
+/// the attempt durations keep one per route and result, and a new label
+/// (an HTTP connection's "new" or "reused", a phase) is one more index.
+class prometheus_duration_histogram {
+public:
+  /// Upper bounds of the finite buckets.
+  static constexpr std::array<duration, 13> bounds{
+      std::chrono::milliseconds(1),   std::chrono::milliseconds(2),   std::chrono::milliseconds(5),
+      std::chrono::milliseconds(10),  std::chrono::milliseconds(20),  std::chrono::milliseconds(50),
+      std::chrono::milliseconds(100), std::chrono::milliseconds(200), std::chrono::milliseconds(500),
+      std::chrono::seconds(1),        std::chrono::seconds(2),        std::chrono::seconds(5),
+      std::chrono::seconds(10)};
+
+  /// Counts `d` (negative counts as zero).
+  void observe(duration d) noexcept;
+  /// Observations so far.
+  std::uint64_t count() const noexcept;
+  /// The cumulative buckets (seconds), the sum in seconds and the count, as
+  /// one sample of a prometheus-cpp histogram family.
+  void collect(::prometheus::ClientMetric::Histogram& out) const;
+
+private:
+  std::array<std::atomic<std::uint64_t>, bounds.size() + 1> buckets_{}; // the last: above 10 s
+  std::atomic<std::int64_t> sum_ns_{0};
+};
 
 /// A retry_observer that keeps counters per route template, and a
 /// prometheus-cpp Collectable that hands them over as metric families: a
@@ -49,6 +80,12 @@ namespace coretry {
 ///   coretry_backoff_seconds_total{route}       time slept (scheduled) between attempts
 ///   coretry_cancellations_total{route}
 ///   coretry_stops_total{route,reason}          every reason, zeros included
+///   coretry_attempt_duration_seconds{route,result}  histogram (1 ms to 10 s): how long each
+///                                              attempt took, by result: success, timeout (at its
+///                                              deadline), failure
+///   coretry_attempt_limit_seconds{route}       gauge: the limit of the route's latest attempt
+///                                              (attempt_started_event::limit; its allowance when
+///                                              the limit has no bound), once an attempt started
 ///   coretry_budget_tokens{dependency}          gauge, per watched budget
 ///   coretry_budget_capacity{dependency}        gauge
 ///   coretry_gate_open{dependency}              gauge, per watched gate: 1 open, 0 holding retries

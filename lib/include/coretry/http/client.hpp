@@ -125,6 +125,9 @@ struct request_options {
   retry_budget* budget = nullptr;
   /// As retry_options::gate: told every attempt's result, asked before every retry.
   retry_gate* gate = nullptr;
+  /// As retry_options::tracker: told every attempt's latency, read for an
+  /// observed attempt limit (policy::observed, which needs one).
+  latency_tracker* tracker = nullptr;
   retry_observer* observer = nullptr;
   /// Told each attempt's phase timings (exchange::phases) when its exchange
   /// ends, with this request's route.

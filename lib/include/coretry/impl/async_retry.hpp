@@ -181,7 +181,9 @@ private:
       });
     }
     start_ = now();
-    const decision first = core_.begin(std::chrono::duration_cast<duration>(start_.time_since_epoch()));
+    origin_ = std::chrono::duration_cast<duration>(start_.time_since_epoch());
+    const std::optional<latency_snapshot> observed = observe(origin_);
+    const decision first = core_.begin(origin_, observed ? &*observed : nullptr);
     if (first.what == decision::action::stop) {
       // Never complete inside the initiating call: finish from the strand.
       const stop_reason reason = first.reason;
@@ -201,6 +203,22 @@ private:
     // threads before this call returns: if this reference is then the last,
     // the handler is posted, never called inside the initiating call.
     self.done(true);
+  }
+
+  // The tracker's snapshot at `at` (time since the clock's epoch), when the
+  // policy takes its limit from it.
+  std::optional<latency_snapshot> observe(duration at) const {
+    const auto& observed = core_.policy().observed;
+    if (!observed || !options_.tracker) return std::nullopt;
+    return options_.tracker->snapshot(observed->percentile, at);
+  }
+
+  // Tells the tracker how the attempt of `record` ended.
+  void record_latency(const attempt_record& record) const noexcept {
+    if (!options_.tracker) return;
+    const latency_result result = latency_result_of(record);
+    options_.tracker->record(result, result == latency_result::timeout ? record.allowance : record.end - record.start,
+                             detail::saturating_add(origin_, record.end));
   }
 
   void on_cancel() {
@@ -245,7 +263,8 @@ private:
     result_.attempts = record.number;
     next_wait_ = duration::zero();
     if (options_.observer)
-      options_.observer->attempt_started({options_.operation, record.number, at, allowance, kind});
+      options_.observer->attempt_started(
+          {options_.operation, record.number, at, allowance, core_.attempt_limit(), kind});
 
     const duration deadline = core_.policy().overall_deadline;
     const attempt_context<clock> context{record.number, saturating_instant(now, allowance), allowance,
@@ -284,7 +303,8 @@ private:
   void consider_hedge() {
     if (phase_ != phase::attempting || stopping_ || exception_ || cancel_requested()) return;
     const duration at = elapsed();
-    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_);
+    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, at));
+    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_, observed ? &*observed : nullptr);
     switch (h.what) {
     case hedge_decision::action::send:
       hedge_at_once_ = false;
@@ -391,6 +411,7 @@ private:
       stopping_ = stop_reason::cancelled; // the others have been told already
       return;
     }
+    record_latency(record);
     if (!last) {
       // Others are in flight: a result taken (or a permanent failure) ends
       // them; a transient failure sends the next hedge at once.
@@ -461,7 +482,8 @@ private:
     // Cancellation is re-checked after every sleep, before any new attempt.
     if (ec || cancel_requested()) return finish(stop_reason::cancelled);
     decided_at_ = elapsed();
-    act(core_.sleep_finished(decided_at_));
+    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, decided_at_));
+    act(core_.sleep_finished(decided_at_, observed ? &*observed : nullptr));
   }
 
   void finish(stop_reason reason) {
@@ -502,6 +524,7 @@ private:
   outcome<T> result_;
   std::exception_ptr exception_;
   typename Timer::time_point start_{};
+  duration origin_{}; ///< start_ as time since the clock's epoch (the tracker's and the gate's time)
   duration next_wait_{};
   wait_source next_wait_source_ = wait_source::none;
   duration decided_at_{}; ///< when the core last decided, from the start

@@ -25,17 +25,33 @@ function(coretry_discover_tests target)
       -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_discovery.cmake)
 endfunction()
 
-# coretry_test_suite(target SOURCES ... LIBRARIES ... [TEST_PREFIX p] [PROPERTIES ...])
+# coretry_test_suite(target SOURCES ... LIBRARIES ... [UNITY] [TEST_PREFIX p] [PROPERTIES ...])
 #
 # A suite's test executable: its sources, linked with its libraries and
 # doctest, built with -Wall -Wextra, and its cases registered with
 # coretry_discover_tests (TEST_PREFIX and PROPERTIES are passed on). What a
 # suite adds (precompiled headers, definitions, more warnings) it sets on the
 # target afterwards.
+#
+# UNITY (when CORETRY_UNITY_TESTS is on, the default): the test files are
+# compiled eight to a translation unit. Their templates (async_retry,
+# Beast's parsers) are then instantiated and compiled once per batch rather
+# than once per file: the largest suites build in well under half the time,
+# which CI's budget needs (tests/README.md, "What CI costs"). Helpers at
+# file scope of such a suite must have names of their own across its files.
 function(coretry_test_suite target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TEST_PREFIX" "SOURCES;LIBRARIES;PROPERTIES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "UNITY" "TEST_PREFIX" "SOURCES;LIBRARIES;PROPERTIES")
   add_executable(${target} ${arg_SOURCES})
   target_link_libraries(${target} PRIVATE ${arg_LIBRARIES} doctest::doctest)
   target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(arg_UNITY AND CORETRY_UNITY_TESTS)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+    # doctest's implementation (main.cpp) is compiled alone.
+    foreach(source IN LISTS arg_SOURCES)
+      if(source MATCHES "main\\.cpp$")
+        set_source_files_properties(${source} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+      endif()
+    endforeach()
+  endif()
   coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES})
 endfunction()

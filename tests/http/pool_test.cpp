@@ -40,8 +40,8 @@ struct fake_connection {
 using pool_type = coretry::http::detail::basic_connection_pool<fake_connection, manual_clock>;
 using lease_type = pool_type::lease;
 
-struct harness {
-  explicit harness(std::size_t max_per_origin = 2, coretry::duration idle_timeout = 30s)
+struct pool_harness {
+  explicit pool_harness(std::size_t max_per_origin = 2, coretry::duration idle_timeout = 30s)
       : runner(io), pool(io.get_executor(), max_per_origin, idle_timeout, [this] { return runner.now(); }) {}
 
   /// Leases from `origin` (which must succeed) and gives it a new connection
@@ -73,7 +73,7 @@ struct harness {
 } // namespace
 
 TEST_CASE("pool: the first lease is a permit to open one and a connection given back clean is leased again") {
-  harness h;
+  pool_harness h;
   {
     std::optional<lease_type> first = h.pool.try_lease("http://a:80");
     REQUIRE(first);
@@ -97,7 +97,7 @@ TEST_CASE("pool: the first lease is a permit to open one and a connection given 
 }
 
 TEST_CASE("pool: at the limit per origin, waiters are served in the order they came") {
-  harness h(2);
+  pool_harness h(2);
   std::optional<lease_type> a(h.take("http://a:80"));
   std::optional<lease_type> b(h.take("http://a:80"));
   CHECK_FALSE(h.pool.try_lease("http://a:80"));
@@ -129,7 +129,7 @@ TEST_CASE("pool: at the limit per origin, waiters are served in the order they c
 }
 
 TEST_CASE("pool: a waiter's cancellation takes it out of the queue, and the next is served") {
-  harness h(1);
+  pool_harness h(1);
   std::optional<lease_type> held(h.take("http://a:80"));
   asio::cancellation_signal first;
   h.wait("http://a:80", 1, first.slot());
@@ -152,7 +152,7 @@ TEST_CASE("pool: a waiter's cancellation takes it out of the queue, and the next
 }
 
 TEST_CASE("pool: a connection idle for longer than the idle timeout is closed, not reused") {
-  harness h(2, 30s);
+  pool_harness h(2, 30s);
   {
     lease_type held = h.take("http://a:80");
     held.mark_reusable();
@@ -174,7 +174,7 @@ TEST_CASE("pool: a connection idle for longer than the idle timeout is closed, n
 }
 
 TEST_CASE("pool: expired idle connections of origins no longer used are closed and forgotten") {
-  harness h(2, 30s);
+  pool_harness h(2, 30s);
   {
     lease_type held = h.take("http://once:80");
     held.mark_reusable();
@@ -191,7 +191,7 @@ TEST_CASE("pool: expired idle connections of origins no longer used are closed a
 }
 
 TEST_CASE("pool: a connection whose exchange did not end cleanly is closed, never pooled") {
-  harness h;
+  pool_harness h;
   {
     lease_type held = h.take("http://a:80");
     (void)held; // not marked reusable
@@ -214,7 +214,7 @@ TEST_CASE("pool: a connection whose exchange did not end cleanly is closed, neve
 }
 
 TEST_CASE("pool: close_idle closes every idle connection and leaves the leased ones") {
-  harness h(4);
+  pool_harness h(4);
   std::optional<lease_type> busy(h.take("http://a:80"));
   {
     lease_type one = h.take("http://a:80");

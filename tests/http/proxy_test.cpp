@@ -74,7 +74,7 @@ coretry::http::request_options with(coretry::policy p) {
 }
 
 /// A CONNECT answered with `answer`, then the connection closed.
-hostile_server::script answers(std::string answer) {
+hostile_server::script tunnel_answers(std::string answer) {
   return [answer](hostile_server::peer& p) {
     if (p.read_request()) p.send(answer);
   };
@@ -120,7 +120,7 @@ TEST_CASE("an http:// origin through tinyproxy: the request in absolute form, th
 
 TEST_CASE("a proxy's 503 to CONNECT is retried for a POST without an idempotency key: it never reached the origin") {
   tls_origin origin;
-  hostile_server proxy({answers("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"),
+  hostile_server proxy({tunnel_answers("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"),
                         tunnels_to(origin.server->port())});
   coretry_tests::blocking_client c(origin.through("http://user:s3cret@127.0.0.1:" + std::to_string(proxy.port())));
   const auto r = c.send(beast_http::verb::post, origin.url("/status/200"), with(loopback_policy()), "payload");
@@ -144,7 +144,7 @@ TEST_CASE("a proxy's 503 to CONNECT is retried for a POST without an idempotency
 
 TEST_CASE("a proxy's 407 is permanent after one attempt and names the proxy") {
   tls_origin origin;
-  hostile_server proxy(answers("HTTP/1.1 407 Proxy Authentication Required\r\n"
+  hostile_server proxy(tunnel_answers("HTTP/1.1 407 Proxy Authentication Required\r\n"
                                "Proxy-Authenticate: Basic realm=\"p\"\r\nContent-Length: 0\r\n\r\n"));
   coretry_tests::blocking_client c(origin.through("127.0.0.1:" + std::to_string(proxy.port())));
   const auto r = c.send(beast_http::verb::get, origin.url("/status/200"), with(loopback_policy()));
@@ -175,7 +175,7 @@ TEST_CASE("a proxy's 503 to an absolute-form POST is the origin's answer: not re
 TEST_CASE("a hostile proxy's answer to CONNECT is read within bounds") {
   tls_origin origin;
   SUBCASE("a header over header_limit: permanent, one attempt") {
-    hostile_server proxy(answers("HTTP/1.1 200 OK\r\nX-Padding: " + std::string(64 * 1024, 'x') + "\r\n\r\n"));
+    hostile_server proxy(tunnel_answers("HTTP/1.1 200 OK\r\nX-Padding: " + std::string(64 * 1024, 'x') + "\r\n\r\n"));
     auto options = origin.through(proxy.url());
     options.header_limit = 4096;
     coretry_tests::blocking_client c(options);
@@ -185,7 +185,7 @@ TEST_CASE("a hostile proxy's answer to CONNECT is read within bounds") {
     CHECK(r.value->error == coretry::http::proxy_error::bad_answer);
   }
   SUBCASE("bytes after its 200, before the TLS handshake: permanent") {
-    hostile_server proxy(answers("HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 200 OK\r\n"));
+    hostile_server proxy(tunnel_answers("HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 200 OK\r\n"));
     coretry_tests::blocking_client c(origin.through(proxy.url()));
     const auto r = c.send(beast_http::verb::get, origin.url("/status/200"), with(loopback_policy()));
     CHECK(r.attempts == 1);
@@ -209,7 +209,7 @@ TEST_CASE("a hostile proxy's answer to CONNECT is read within bounds") {
 }
 
 TEST_CASE("no_proxy hosts are reached directly") {
-  hostile_server proxy(answers("HTTP/1.1 502 Bad Gateway\r\n\r\n"));
+  hostile_server proxy(tunnel_answers("HTTP/1.1 502 Bad Gateway\r\n\r\n"));
   server_thread server;
   coretry::http::client_options options;
   options.proxy = proxy.url();

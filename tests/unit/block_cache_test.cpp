@@ -38,13 +38,6 @@ auto immediate_attempt(asio::io_context& io, T value = T{7}) {
       asio::deferred);
 }
 
-/// Options for an attempt that is safe to repeat.
-coretry::retry_options idempotent() {
-  coretry::retry_options o;
-  o.safety = coretry::repeat_safety::idempotent;
-  return o;
-}
-
 } // namespace
 
 TEST_CASE("block cache: a freed block is the next one of its size handed out on its thread, and no other size's") {

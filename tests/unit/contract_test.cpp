@@ -31,12 +31,6 @@ using coretry::stop_reason;
 
 namespace {
 
-coretry::retry_options idempotent() {
-  coretry::retry_options o;
-  o.safety = coretry::repeat_safety::idempotent;
-  return o;
-}
-
 /// Counts live copies of itself: a handler that holds one shows whether the
 /// handler was destroyed.
 struct lifetime_probe {

@@ -28,8 +28,6 @@ using coretry::deadline_outcome;
 
 namespace {
 
-manual_clock::time_point at(coretry::duration since_start) { return manual_clock::time_point{} + since_start; }
-
 /// An operation that says nothing for a day unless it is cancelled: a wait
 /// on a timer of type Timer, held by the io_context like any pending I/O,
 /// which completes with operation_aborted when cancelled.

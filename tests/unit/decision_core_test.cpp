@@ -19,8 +19,7 @@ using coretry::verdict;
 
 namespace {
 
-using action = decision::action;
-const verdict timeout = verdict::transient("timeout");
+const verdict timed_out = verdict::transient("timeout");
 constexpr auto idempotent = coretry::repeat_safety::idempotent;
 
 duration ms(std::int64_t n) { return std::chrono::milliseconds(n); }
@@ -31,23 +30,23 @@ TEST_CASE("core: the worked example, step by step") {
   coretry::testing::scripted_random draws{0.4, 0.7};
   coretry::decision_core core(coretry::policy{}, draws);
   decision d = core.begin();
-  REQUIRE(d.what == action::start_attempt);
+  REQUIRE(d.what == decision::action::start_attempt);
   CHECK(d.allowance == ms(250));
-  d = core.attempt_finished(ms(250), timeout, idempotent);
-  REQUIRE(d.what == action::sleep);
+  d = core.attempt_finished(ms(250), timed_out, idempotent);
+  REQUIRE(d.what == decision::action::sleep);
   CHECK(d.wait == ms(40));
   CHECK(d.source == coretry::wait_source::local);
   d = core.sleep_finished(ms(290));
-  REQUIRE(d.what == action::start_attempt);
+  REQUIRE(d.what == decision::action::start_attempt);
   CHECK(d.allowance == ms(250));
-  d = core.attempt_finished(ms(540), timeout, idempotent);
-  REQUIRE(d.what == action::sleep);
+  d = core.attempt_finished(ms(540), timed_out, idempotent);
+  REQUIRE(d.what == decision::action::sleep);
   CHECK(d.wait == ms(140));
   d = core.sleep_finished(ms(680));
-  REQUIRE(d.what == action::start_attempt);
+  REQUIRE(d.what == decision::action::start_attempt);
   CHECK(d.allowance == ms(250));
   d = core.attempt_finished(ms(890), verdict::success(), idempotent);
-  CHECK(d.what == action::stop);
+  CHECK(d.what == decision::action::stop);
   CHECK(d.reason == stop_reason::succeeded);
   CHECK(core.attempts() == 3);
 }
@@ -60,7 +59,7 @@ TEST_CASE("core: the allowance is min(attempt limit, remaining - reserve)") {
   CHECK(core.sleep_finished(ms(730)).allowance == ms(220));
   // At 851 ms only 99 ms would remain: below the 100 ms minimum.
   const decision late = core.sleep_finished(ms(851));
-  CHECK(late.what == action::stop);
+  CHECK(late.what == decision::action::stop);
   CHECK(late.reason == stop_reason::deadline_exhausted);
 }
 
@@ -71,8 +70,8 @@ TEST_CASE("core: a local wait that would leave no useful attempt stops before sl
   coretry::decision_core core(p, draws);
   core.begin();
   // At 760 ms: usable 190, minus the 100 ms minimum allows at most a 90 ms wait; the window is 100.
-  const decision d = core.attempt_finished(ms(760), timeout, idempotent);
-  CHECK(d.what == action::stop);
+  const decision d = core.attempt_finished(ms(760), timed_out, idempotent);
+  CHECK(d.what == decision::action::stop);
   CHECK(d.reason == stop_reason::deadline_exhausted);
 }
 
@@ -88,13 +87,13 @@ TEST_CASE("core: server delay") {
     // and the 5 ms kept back for a late timer.
     const decision fits = core.attempt_finished(ms(100), verdict::transient("http_503", coretry::delivery::answered,
                                                                             ms(9745)), idempotent);
-    CHECK(fits.what == action::sleep);
+    CHECK(fits.what == decision::action::sleep);
     coretry::testing::scripted_random more{0.5};
     coretry::decision_core again(p, more);
     again.begin();
     const decision d = again.attempt_finished(ms(100), verdict::transient("http_503", coretry::delivery::answered,
                                                                           ms(9746)), idempotent);
-    CHECK(d.what == action::stop);
+    CHECK(d.what == decision::action::stop);
     CHECK(d.reason == stop_reason::server_delay_too_long);
   }
   SUBCASE("the local cap never truncates the server's delay") {
@@ -105,7 +104,7 @@ TEST_CASE("core: server delay") {
     core.begin();
     const decision d = core.attempt_finished(ms(100), verdict::transient("http_429", coretry::delivery::answered, 3s),
                                              idempotent);
-    REQUIRE(d.what == action::sleep);
+    REQUIRE(d.what == decision::action::sleep);
     CHECK(d.wait == 3s);
     CHECK(d.source == coretry::wait_source::server);
   }
@@ -116,7 +115,7 @@ TEST_CASE("core: server delay") {
     core.begin();
     const decision d = core.attempt_finished(ms(100), verdict::transient("http_503", coretry::delivery::answered, 0s),
                                              idempotent);
-    REQUIRE(d.what == action::sleep);
+    REQUIRE(d.what == decision::action::sleep);
     CHECK(d.wait == ms(100) + ms(10));
     CHECK(d.source == coretry::wait_source::local);
   }
@@ -136,7 +135,7 @@ TEST_CASE("core: server delay") {
     core.begin();
     const decision d = core.attempt_finished(
         ms(100), verdict::transient("http_503", coretry::delivery::answered, duration::max() - 1ns), idempotent);
-    REQUIRE(d.what == action::sleep);
+    REQUIRE(d.what == decision::action::sleep);
     CHECK(d.wait == duration::max());
   }
 }
@@ -150,11 +149,11 @@ TEST_CASE("core: eligibility needs both a safe repeat and a transient failure") 
   };
   constexpr auto unsafe = coretry::repeat_safety::unsafe;
   CHECK(finish(verdict::permanent("http_404"), idempotent).reason == stop_reason::rejected);
-  CHECK(finish(timeout, unsafe).reason == stop_reason::outcome_unknown);
+  CHECK(finish(timed_out, unsafe).reason == stop_reason::outcome_unknown);
   CHECK(finish(verdict::transient("http_503", coretry::delivery::answered), unsafe).reason == stop_reason::rejected);
-  CHECK(finish(verdict::transient("refused", coretry::delivery::never_sent), unsafe).what == action::sleep);
-  CHECK(finish(timeout, coretry::repeat_safety::idempotency_key).what == action::sleep);
-  CHECK(finish(timeout, idempotent).what == action::sleep);
+  CHECK(finish(verdict::transient("refused", coretry::delivery::never_sent), unsafe).what == decision::action::sleep);
+  CHECK(finish(timed_out, coretry::repeat_safety::idempotency_key).what == decision::action::sleep);
+  CHECK(finish(timed_out, idempotent).what == decision::action::sleep);
 }
 
 TEST_CASE("core: jitter kinds draw from the right range") {
@@ -168,9 +167,9 @@ TEST_CASE("core: jitter kinds draw from the right range") {
     coretry::testing::scripted_random draws(fractions);
     coretry::decision_core core(p, draws);
     core.begin();
-    const duration a = core.attempt_finished(ms(1), timeout, idempotent).wait;
+    const duration a = core.attempt_finished(ms(1), timed_out, idempotent).wait;
     core.sleep_finished(ms(2));
-    const duration b = core.attempt_finished(ms(3), timeout, idempotent).wait;
+    const duration b = core.attempt_finished(ms(3), timed_out, idempotent).wait;
     return std::pair{a, b};
   };
   CHECK(first_two_waits(coretry::jitter_kind::none, {}) == std::pair{ms(100), ms(200)});
@@ -195,14 +194,14 @@ TEST_CASE("core: the cap limits the window, not the attempts") {
   duration now = 0ms;
   for (;;) {
     now += 1ms;
-    const decision d = core.attempt_finished(now, timeout, idempotent);
-    if (d.what == action::stop) {
+    const decision d = core.attempt_finished(now, timed_out, idempotent);
+    if (d.what == decision::action::stop) {
       CHECK(d.reason == stop_reason::attempts_exhausted);
       break;
     }
     waits.push_back(d.wait);
     now += d.wait;
-    REQUIRE(core.sleep_finished(now).what == action::start_attempt);
+    REQUIRE(core.sleep_finished(now).what == decision::action::start_attempt);
   }
   CHECK(core.attempts() == 8);
   CHECK(waits == std::vector<duration>{ms(100), ms(200), ms(250), ms(250), ms(250), ms(250), ms(250)});
@@ -215,7 +214,7 @@ TEST_CASE("core: a floor keeps the local wait from being shorter") {
   coretry::testing::scripted_random draws{0.1};
   coretry::decision_core core(p, draws);
   core.begin();
-  CHECK(core.attempt_finished(ms(10), timeout, idempotent).wait == ms(30));
+  CHECK(core.attempt_finished(ms(10), timed_out, idempotent).wait == ms(30));
 }
 
 TEST_CASE("core: the budget is asked only for retries, after the deadline check") {
@@ -224,14 +223,14 @@ TEST_CASE("core: the budget is asked only for retries, after the deadline check"
   coretry::decision_core core(coretry::policy{}, draws, &budget);
   core.begin();
   CHECK(budget.tokens() == 1.0);
-  core.attempt_finished(ms(10), timeout, idempotent);
+  core.attempt_finished(ms(10), timed_out, idempotent);
   // Too late for an attempt: stops on the deadline and keeps the token.
   CHECK(core.sleep_finished(ms(900)).reason == stop_reason::deadline_exhausted);
   CHECK(budget.tokens() == 1.0);
-  CHECK(core.sleep_finished(ms(100)).what == action::start_attempt);
+  CHECK(core.sleep_finished(ms(100)).what == decision::action::start_attempt);
   CHECK(budget.tokens() == 0.0);
   // No token left: it stops at once instead of sleeping first.
-  CHECK(core.attempt_finished(ms(120), timeout, idempotent).reason == stop_reason::budget_exhausted);
+  CHECK(core.attempt_finished(ms(120), timed_out, idempotent).reason == stop_reason::budget_exhausted);
 }
 
 TEST_CASE("core: a token taken by others during the sleep stops the retry after it") {
@@ -239,7 +238,7 @@ TEST_CASE("core: a token taken by others during the sleep stops the retry after 
   coretry::testing::scripted_random draws{0.5};
   coretry::decision_core core(coretry::policy{}, draws, &budget);
   core.begin();
-  CHECK(core.attempt_finished(ms(10), timeout, idempotent).what == action::sleep); // a token is there
+  CHECK(core.attempt_finished(ms(10), timed_out, idempotent).what == decision::action::sleep); // a token is there
   CHECK(budget.try_acquire_retry());                                                 // another operation takes it
   CHECK(core.sleep_finished(ms(100)).reason == stop_reason::budget_exhausted);
 }

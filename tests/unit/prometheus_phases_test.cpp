@@ -18,17 +18,17 @@ using coretry::prometheus_phase_histograms;
 
 namespace {
 
-const phase_timings::clock::time_point t0{std::chrono::seconds(1000)};
+const phase_timings::clock::time_point origin{std::chrono::seconds(1000)};
 
 /// A reused connection: 1 ms waiting for it (exactly the first bucket's
 /// bound), 0.5 ms writing, `server` waiting for the first byte, 3 ms reading.
 phase_timings reused(coretry::duration server) {
   phase_timings p;
-  p.enter(phase::pool_wait, t0);
-  p.enter(phase::write, t0 + 1ms);
-  p.enter(phase::first_byte, t0 + 1500us);
-  p.enter(phase::read, t0 + 1500us + server);
-  p.finish(t0 + 4500us + server);
+  p.enter(phase::pool_wait, origin);
+  p.enter(phase::write, origin + 1ms);
+  p.enter(phase::first_byte, origin + 1500us);
+  p.enter(phase::read, origin + 1500us + server);
+  p.finish(origin + 4500us + server);
   return p;
 }
 
@@ -73,8 +73,8 @@ TEST_CASE("phase histograms: each reached phase in its bucket, cumulative, with 
 TEST_CASE("phase histograms: a failed attempt's phases, and beyond the last bound") {
   prometheus_phase_histograms h({"/books/{id}"});
   phase_timings p;
-  p.enter(phase::pool_wait, t0);
-  p.finish(t0 + 12s); // never got a connection
+  p.enter(phase::pool_wait, origin);
+  p.finish(origin + 12s); // never got a connection
   h.attempt_phases(attempt_phases_event{"/books/{id}", 2, p, false, false});
   const std::string text = h.text();
   CHECK(has_line(text, "coretry_http_phase_duration_seconds_bucket{route=\"/books/{id}\",phase=\"pool_wait\",le=\"10\"} 0"));

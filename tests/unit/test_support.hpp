@@ -26,6 +26,16 @@ using coretry::testing::manual_clock;
 using coretry::testing::manual_timer;
 using context = coretry::attempt_context<manual_clock>;
 
+/// The manual clock's instant `since_start` after its epoch.
+inline manual_clock::time_point at(coretry::duration since_start) { return manual_clock::time_point{} + since_start; }
+
+/// Options for an operation that is safe to repeat.
+inline coretry::retry_options idempotent() {
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  return o;
+}
+
 /// One scripted call of a fake dependency: how long it takes and how it ends.
 struct step {
   coretry::duration takes;

@@ -25,8 +25,6 @@ using coretry::deadline_outcome;
 
 namespace {
 
-manual_clock::time_point at(coretry::duration since_start) { return manual_clock::time_point{} + since_start; }
-
 /// An operation that ignores cancellation: it completes with (no error, 7)
 /// `takes` after it starts, whatever it is told.
 auto deaf_operation(asio::io_context& io, coretry::duration takes) {

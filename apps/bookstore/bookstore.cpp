@@ -71,11 +71,22 @@ struct connection {
 
 } // namespace
 
-void apply_attempt_timeout(std::string_view text, coretry::policy& p) {
-  const auto bad = [&](const char* why) {
-    return std::invalid_argument("--attempt-timeout '" + std::string{text.substr(0, 32)} + "': " + why);
+namespace {
+
+/// Whole milliseconds (1 to `max_ms`) or a percentile ("p99.9", above 0 and
+/// at most 100), the value of option `name`; one of the two is set.
+struct ms_or_percentile {
+  std::optional<double> percentile;
+  std::chrono::milliseconds ms{};
+};
+
+ms_or_percentile parse_ms_or_percentile(std::string_view text, const char* name, std::int64_t max_ms,
+                                        const char* example_ms) {
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(std::string{name} + " '" + std::string{text.substr(0, 32)} + "': " + why);
   };
-  if (text.empty()) throw bad("give milliseconds (250) or a percentile (p99.9)");
+  const std::string forms = std::string{"give whole milliseconds ("} + example_ms + ") or a percentile (p99.9)";
+  if (text.empty()) throw bad(forms);
   if (text.front() == 'p') {
     const std::string_view number = text.substr(1);
     // Digits, at most one point, at most 12 characters: no sign, exponent, inf or nan.
@@ -87,17 +98,32 @@ void apply_attempt_timeout(std::string_view text, coretry::policy& p) {
     if (!shaped || std::from_chars(number.data(), number.data() + number.size(), value).ec != std::errc{})
       throw bad("a percentile is p followed by a number, such as p99.9");
     if (!(value > 0.0 && value <= 100.0)) throw bad("a percentile must be above 0 and at most 100");
-    if (!p.observed) p.observed = coretry::observed_limit{};
-    p.observed->percentile = value;
-    return;
+    return {value, {}};
   }
   std::int64_t ms = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-  if (ec != std::errc{} || end != text.data() + text.size())
-    throw bad("give whole milliseconds (250) or a percentile (p99.9)");
-  if (ms < 1 || ms > 3'600'000) throw bad("milliseconds must be between 1 and 3600000");
-  p.attempt_limit = std::chrono::milliseconds{ms};
+  if (ec != std::errc{} || end != text.data() + text.size()) throw bad(forms);
+  if (ms < 1 || ms > max_ms) throw bad("milliseconds must be between 1 and " + std::to_string(max_ms));
+  return {std::nullopt, std::chrono::milliseconds{ms}};
+}
+
+} // namespace
+
+void apply_attempt_timeout(std::string_view text, coretry::policy& p) {
+  const ms_or_percentile v = parse_ms_or_percentile(text, "--attempt-timeout", 3'600'000, "250");
+  if (v.percentile) {
+    if (!p.observed) p.observed = coretry::observed_limit{};
+    p.observed->percentile = *v.percentile;
+    return;
+  }
+  p.attempt_limit = v.ms;
   p.observed.reset();
+}
+
+void apply_hedge_after(std::string_view text, coretry::policy& p) {
+  const ms_or_percentile v = parse_ms_or_percentile(text, "--hedge-after", 60'000, "10");
+  p.hedging.delay_percentile = v.percentile;
+  if (!v.percentile) p.hedging.delay = v.ms;
 }
 
 void validate(const options& opts) {
@@ -210,7 +236,7 @@ public:
       if (opts_.gate) retry_gate_ = std::make_shared<local_gate>(opts_.gate_options);
     }
     if (retry_gate_) observer_.watch_gate("pricing", *retry_gate_);
-    if (opts_.policy.observed) tracker_ = std::make_unique<latency_tracker>();
+    if (opts_.policy.observed || opts_.policy.hedging.delay_percentile) tracker_ = std::make_unique<latency_tracker>();
     base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
     listener_ = acceptor_.native_handle();
@@ -584,7 +610,7 @@ private:
 #endif
   std::shared_ptr<retry_budget> budget_;
   std::shared_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
-  std::unique_ptr<latency_tracker> tracker_; // pricing's, with an observed attempt limit
+  std::unique_ptr<latency_tracker> tracker_; // pricing's, with an observed attempt limit or hedge delay
   prometheus_observer observer_;
 
   std::atomic<bool> stopping_{false};

@@ -148,6 +148,14 @@ void read_shared_state_credentials(options& opts);
 /// empty). Throws std::invalid_argument naming the problem.
 void apply_attempt_timeout(std::string_view text, coretry::policy& p);
 
+/// `--hedge-after`: whole milliseconds ("10", 1 to 60,000) set
+/// p.hedging.delay and clear its delay_percentile; a percentile of recent
+/// successful attempts ("p95", above 0 and at most 100) sets
+/// p.hedging.delay_percentile (the delay then follows pricing's latency
+/// tracker). max_hedges is left to the caller. Throws std::invalid_argument
+/// naming the problem.
+void apply_hedge_after(std::string_view text, coretry::policy& p);
+
 /// How a pricing call that did not succeed is answered.
 struct failure_answer {
   unsigned status = 503;

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   std::string budget = "on", gate = "on", coordination = "on", jitter = "full";
   unsigned threads = 2;
   unsigned max_attempts = 3;
-  long long hedge_after = 0;
+  std::string hedge_after;
   unsigned max_hedges = 0;
   std::string attempt_timeout = "250";
   long long attempt_floor = 10, attempt_ceiling = 0;
@@ -108,8 +108,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0ll, 3600000ll));
   auto* hedge_after_option =
       app.add_option("--hedge-after", hedge_after,
-                     "ms: send a hedge (a second call to pricing) when an attempt has not answered after this long")
-          ->check(CLI::Range(1ll, 60000ll));
+                     "send a hedge (a second call to pricing) when an attempt has not answered after this long: "
+                     "ms (10, 1 to 60000), or a percentile of pricing's recent successful attempts (p95; no hedge "
+                     "until 100 have succeeded, then at least 1 ms and at most the attempt's limit)");
   app.add_option("--max-hedges", max_hedges,
                  "hedges in flight beside the first attempt (default 1 with --hedge-after; needs it)")
       ->check(CLI::Range(1u, coretry::policy::max_hedges_cap))
@@ -164,6 +165,10 @@ int main(int argc, char** argv) {
   opts.policy.max_attempts = max_attempts;
   try {
     coretry::bookstore::apply_attempt_timeout(attempt_timeout, opts.policy);
+    if (hedge_after_option->count() > 0) {
+      opts.policy.hedging.max_hedges = max_hedges > 0 ? max_hedges : 1;
+      coretry::bookstore::apply_hedge_after(hedge_after, opts.policy);
+    }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "coretry-bookstore: %s\n", e.what());
     return 2;
@@ -172,10 +177,6 @@ int main(int argc, char** argv) {
     opts.policy.observed->margin = attempt_margin;
     opts.policy.observed->floor = milliseconds{attempt_floor};
     opts.policy.observed->ceiling = attempt_ceiling == 0 ? coretry::duration::max() : milliseconds{attempt_ceiling};
-  }
-  if (hedge_after_option->count() > 0) {
-    opts.policy.hedging.max_hedges = max_hedges > 0 ? max_hedges : 1;
-    opts.policy.hedging.delay = milliseconds{hedge_after};
   }
   opts.policy.min_attempt_allowance = milliseconds{min_attempt};
   opts.policy.completion_reserve = milliseconds{completion_reserve};

@@ -48,7 +48,7 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 
 decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget,
                              retry_gate* gate)
-    : policy_(p), random_(&random), budget_(budget), gate_(gate), hedge_delay_(p.hedging.delay) {
+    : policy_(p), random_(&random), budget_(budget), gate_(gate), hedge_delay_(p.hedging.delay_percentile ? duration::zero() : p.hedging.delay) {
   if (auto problem = policy_.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
 }
 
@@ -228,11 +228,23 @@ std::optional<decision> decision_core::attempt_finished_in_flight(duration elaps
   return std::nullopt;
 }
 
+std::optional<duration> observed_hedge_delay(const hedging_policy& h, const latency_snapshot* s,
+                                             duration attempt_limit) noexcept {
+  if (!s || s->successes < h.min_successes) return std::nullopt;
+  constexpr duration floor = std::chrono::milliseconds(1);
+  return std::clamp(s->percentile, floor, std::max(floor, attempt_limit));
+}
+
 hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, bool at_once,
-                                         const latency_snapshot* observed) {
+                                         const latency_snapshot* observed, const latency_snapshot* hedge_observed) {
   using action = hedge_decision::action;
   const hedging_policy& h = policy_.hedging;
   if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= policy_.max_attempts) return {};
+  if (h.delay_percentile) {
+    const std::optional<duration> delay = observed_hedge_delay(h, hedge_observed, limit_);
+    if (delay) hedge_delay_ = *delay;
+    else if (!at_once) return {};
+  }
   const duration due = std::max(at_once ? elapsed : saturating_add(last_start_, hedge_delay_), hedge_hold_);
   if (due > elapsed) return {action::wait, {}, due};
   const decision start = start_if_useful(elapsed, observed);

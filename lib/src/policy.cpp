@@ -47,6 +47,11 @@ std::optional<std::string> policy::validate() const {
     return "hedging max_hedges must be at most " + std::to_string(max_hedges_cap);
   if (hedging.max_hedges > 0 && hedging.delay <= duration::zero())
     return "hedging delay must be positive when max_hedges is set";
+  if (hedging.delay_percentile &&
+      (!std::isfinite(*hedging.delay_percentile) || *hedging.delay_percentile <= 0.0 || *hedging.delay_percentile > 100.0))
+    return "hedging delay_percentile must be a number above 0 and at most 100";
+  if (hedging.min_successes < 1 || hedging.min_successes > 1'000'000)
+    return "hedging min_successes must be from 1 to 1000000";
   if (observed) {
     const observed_limit& o = *observed;
     if (!std::isfinite(o.percentile) || o.percentile <= 0.0 || o.percentile > 100.0)

@@ -507,6 +507,43 @@ TEST_CASE("--attempt-timeout takes milliseconds or a percentile, and refuses any
   }
 }
 
+TEST_CASE("--hedge-after takes milliseconds or a percentile, and refuses anything else by name") {
+  coretry::policy p;
+  bookstore::apply_hedge_after("p95", p);
+  REQUIRE(p.hedging.delay_percentile);
+  CHECK(*p.hedging.delay_percentile == 95);
+  CHECK(p.hedging.min_successes == 100);
+  bookstore::apply_hedge_after("10", p);
+  CHECK_FALSE(p.hedging.delay_percentile);
+  CHECK(p.hedging.delay == 10ms);
+  bookstore::apply_hedge_after("p99.9", p);
+  CHECK(*p.hedging.delay_percentile == 99.9);
+  for (const char* bad : {"", "p", "p0", "p100.1", "pinf", "p.5", "0", "60001", "10ms", "-1"}) {
+    CAPTURE(bad);
+    coretry::policy q;
+    try {
+      bookstore::apply_hedge_after(bad, q);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string{e.what()}.starts_with("--hedge-after '"));
+    }
+  }
+}
+
+TEST_CASE("with a percentile hedge delay, pricing's latencies are tracked and calls are served") {
+  server_thread pricing;
+  bookstore::options o = options_for(pricing.url("/status/200?delay=2"));
+  o.policy.hedging.max_hedges = 1;
+  bookstore::apply_hedge_after("p95", o.policy);
+  bookstore_runner store{o};
+  const auto port = port_of(store->base_url());
+  for (int i = 0; i < 20; ++i) REQUIRE(get(port, "/books/b" + std::to_string(i)).status == 200);
+  const std::string text = get(port, "/metrics").body;
+  // Fewer than 100 successes: no hedge was sent on a delay.
+  CHECK(metric(text, R"(coretry_hedges_total{route="/books/{id}",result="sent"})") == 0);
+  CHECK(pricing->log().size() == 20);
+}
+
 TEST_CASE("with a percentile attempt limit, /metrics shows the attempt histogram and the current limit") {
   server_thread pricing;
   bookstore::options o = options_for(pricing.url("/status/200?delay=5"));
@@ -585,6 +622,9 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p100.5"},
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "pnan"},
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "0"},
+        {"--pricing", "http://127.0.0.1:1/", "--hedge-after", "p0"},
+        {"--pricing", "http://127.0.0.1:1/", "--hedge-after", "0"},
+        {"--pricing", "http://127.0.0.1:1/", "--hedge-after", "60001"},
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p99.9", "--attempt-floor", "500",
          "--attempt-ceiling", "400"}}) {
     const auto result = coretry::test::run(bookstore_program, args, 10s);

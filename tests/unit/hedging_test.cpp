@@ -12,6 +12,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -365,6 +367,100 @@ TEST_CASE("hedging: only for operations safe to repeat, and the policy is checke
   REQUIRE(p.validate());
   CHECK(p.validate()->find("delay") != std::string::npos);
   CHECK_FALSE(hedged(coretry::policy::max_hedges_cap).validate());
+  CHECK(dependency.calls == 0);
+}
+
+TEST_CASE("hedging: the percentile delay rule, exactly") {
+  using coretry::latency_snapshot;
+  using coretry::observed_hedge_delay;
+  coretry::hedging_policy h;
+  h.max_hedges = 1;
+  h.delay_percentile = 95.0;
+  const latency_snapshot warm{ms(20), 100};
+  const latency_snapshot cold{ms(20), 99};
+  CHECK_FALSE(observed_hedge_delay(h, nullptr, ms(250)));
+  CHECK_FALSE(observed_hedge_delay(h, &cold, ms(250)));
+  CHECK(observed_hedge_delay(h, &warm, ms(250)) == ms(20));
+  // At least 1 ms, at most the attempt's limit (and 1 ms when that is shorter).
+  const latency_snapshot fast{std::chrono::microseconds(300), 100};
+  CHECK(observed_hedge_delay(h, &fast, ms(250)) == ms(1));
+  CHECK(observed_hedge_delay(h, &warm, ms(15)) == ms(15));
+  CHECK(observed_hedge_delay(h, &warm, std::chrono::microseconds(10)) == ms(1));
+  h.min_successes = 99;
+  CHECK(observed_hedge_delay(h, &cold, ms(250)) == ms(20));
+}
+
+namespace {
+
+/// A tracker (snapshots computed on every read) holding `successes`
+/// successful attempts of `latency`, recorded at time zero.
+std::unique_ptr<coretry::latency_tracker> tracker_with(int successes, coretry::duration latency) {
+  coretry::latency_tracker::options o;
+  o.refresh_interval = coretry::duration::zero();
+  auto tracker = std::make_unique<coretry::latency_tracker>(o);
+  for (int i = 0; i < successes; ++i)
+    tracker->record(coretry::latency_result::success, latency, coretry::duration::zero());
+  return tracker;
+}
+
+coretry::policy hedged_at_percentile(double percentile) {
+  coretry::policy p = hedged();
+  p.hedging.delay_percentile = percentile;
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("hedging: a percentile delay, read as its bucket's upper edge, once the tracker holds 100 successes") {
+  const coretry::duration edge = coretry::latency_tracker::upper_edge(ms(20));
+  REQUIRE(edge > ms(20)); // 20 ms is not a bucket edge: the delay is read above it
+  auto tracker = tracker_with(100, ms(20));
+  coretry::retry_options o;
+  o.tracker = tracker.get();
+  fake_dependency dependency{{{1s}, {10ms}}};
+  auto [result, at, counts] = run_hedged(hedged_at_percentile(95.0), dependency, o);
+  CHECK(result.reason == stop_reason::succeeded);
+  CHECK(dependency.started_at == std::vector<coretry::duration>{ms(0), edge});
+  CHECK(at == edge + ms(10));
+  CHECK(result.winner == 2);
+  CHECK(counts.hedges_sent == 1);
+}
+
+TEST_CASE("hedging: no hedge on a percentile delay before the tracker holds 100 successes") {
+  auto tracker = tracker_with(99, ms(20));
+  coretry::retry_options o;
+  o.tracker = tracker.get();
+  fake_dependency dependency{{{1s}, {10ms}}};
+  auto [result, at, counts] = run_hedged(hedged_at_percentile(95.0), dependency, o);
+  // The first attempt runs out its 250 ms limit; the retry follows its backoff.
+  CHECK(result.reason == stop_reason::succeeded);
+  REQUIRE(dependency.started_at.size() == 2);
+  CHECK(dependency.started_at[0] == ms(0));
+  CHECK(dependency.started_at[1] > ms(250));
+  CHECK(result.records[1].kind == attempt_kind::retry);
+  CHECK(counts.hedges_sent == 0);
+}
+
+TEST_CASE("hedging: a percentile delay needs a tracker, and a bad percentile is refused by name") {
+  asio::io_context io;
+  fake_dependency dependency{{{1ms}}};
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  CHECK_THROWS_WITH_AS(coretry::async_retry<manual_timer>(io.get_executor(), hedged_at_percentile(95.0), o,
+                                                          dependency.factory(), status_classifier{},
+                                                          [](std::exception_ptr, auto) {}),
+                       doctest::Contains("retry_options::tracker"), std::invalid_argument);
+  for (double bad : {0.0, -1.0, 100.5, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    const auto problem = hedged_at_percentile(bad).validate();
+    REQUIRE(problem);
+    CHECK(problem->find("delay_percentile") != std::string::npos);
+  }
+  coretry::policy p = hedged_at_percentile(95.0);
+  p.hedging.min_successes = 0;
+  REQUIRE(p.validate());
+  CHECK(p.validate()->find("min_successes") != std::string::npos);
+  CHECK_FALSE(hedged_at_percentile(100.0).validate());
   CHECK(dependency.calls == 0);
 }
 

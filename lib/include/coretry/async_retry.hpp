@@ -143,7 +143,8 @@ concept retry_classifier =
 ///
 /// \par Exceptions
 /// Throws std::invalid_argument, before starting, if the policy is invalid,
-/// has an observed limit without a tracker in the options, or asks for
+/// has an observed limit or a percentile hedge delay without a tracker in
+/// the options, or asks for
 /// hedges (policy::hedging) for an operation that is not safe to repeat.
 template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class Classifier,
           class CompletionToken = detail::default_token_t<Executor>>
@@ -159,6 +160,8 @@ auto async_retry(const Executor& ex, const policy& p, const retry_options& optio
                                 "(idempotent, or carrying an idempotency key)");
   if (p.observed && !options.tracker)
     throw std::invalid_argument("coretry::policy: an observed attempt limit needs retry_options::tracker");
+  if (p.hedging.max_hedges > 0 && p.hedging.delay_percentile && !options.tracker)
+    throw std::invalid_argument("coretry::policy: a hedge delay from a percentile needs retry_options::tracker");
   return boost::asio::async_initiate<CompletionToken, retry_signature<value_type>>(
       detail::initiate_retry<Timer, std::decay_t<Factory>, std::decay_t<Classifier>, value_type>{}, token,
       boost::asio::any_io_executor(ex), p, options, std::forward<Factory>(factory),

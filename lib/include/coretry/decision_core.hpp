@@ -60,6 +60,13 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 /// s.longest_censored when s.censored_majority, clamped to [floor, ceiling].
 duration observed_attempt_limit(const observed_limit& o, const latency_snapshot& s) noexcept;
 
+/// The hedge delay a tracker's snapshot `s` for h.delay_percentile gives:
+/// the percentile (its bucket's upper edge) clamped to [1 ms, max(1 ms,
+/// attempt_limit)]; empty while the window holds fewer than h.min_successes
+/// successes (or there is no snapshot): no hedge on a delay yet.
+std::optional<duration> observed_hedge_delay(const hedging_policy& h, const latency_snapshot* s,
+                                             duration attempt_limit) noexcept;
+
 /// The pure decision core of one logical operation: no I/O, no clock reads,
 /// no global randomness. Time is an input (elapsed since the operation
 /// started, on whatever monotonic clock the caller uses), randomness comes from
@@ -107,13 +114,17 @@ public:
   /// running: due `hedging.delay` after the latest attempt started, or at
   /// once when `at_once` (an attempt has just failed transiently while
   /// others run); never before a server's delay has passed (hedge_hold()).
+  /// With hedging.delay_percentile the delay is observed_hedge_delay() of
+  /// `hedge_observed` (the tracker's snapshot for that percentile) and the
+  /// latest attempt's limit, and nothing is due on a delay while it is empty.
   /// Within max_hedges in flight and max_attempts in all, with at least the
   /// minimum allowance; then, exactly as for a retry, the budget must have a
   /// token and the gate must admit it now (a gate that would only admit it
   /// later refuses it: a hedge is never held). On `send` the token is taken
   /// and the attempt counted.
   hedge_decision next_hedge(duration elapsed, unsigned in_flight, bool at_once,
-                            const latency_snapshot* observed = nullptr);
+                            const latency_snapshot* observed = nullptr,
+                            const latency_snapshot* hedge_observed = nullptr);
   /// An attempt finished `elapsed` after the start, classified as `v`, while
   /// others are still running. Tells the gate its result. Success and a
   /// permanent failure answer their stop (the other attempts are then to be

@@ -52,8 +52,18 @@ struct hedging_policy {
   /// most policy::max_hedges_cap.
   unsigned max_hedges = 0;
   /// How long after the latest attempt started the next hedge is sent, unless
-  /// that attempt has ended by then. Positive when hedging is on.
+  /// that attempt has ended by then. Positive when hedging is on. Unused when
+  /// delay_percentile is set.
   duration delay = std::chrono::milliseconds(50);
+  /// When set, the delay is this percentile (in percent, above 0 and at most
+  /// 100) of the recent successful attempts a latency_tracker holds
+  /// (retry_options::tracker), read as its bucket's upper edge: at least
+  /// 1 ms and at most the latest attempt's limit. No hedge is sent on a delay
+  /// until the tracker's window holds `min_successes` successes (a transient
+  /// failure's immediate hedge still is).
+  std::optional<double> delay_percentile;
+  /// Successes the window must hold before a percentile delay is used (1 to 1,000,000).
+  unsigned min_successes = 100;
 };
 
 /// Attempt limits chosen from what the dependency is observed to do: each

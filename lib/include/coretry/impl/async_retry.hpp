@@ -303,8 +303,13 @@ private:
   void consider_hedge() {
     if (phase_ != phase::attempting || stopping_ || exception_ || cancel_requested()) return;
     const duration at = elapsed();
-    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, at));
-    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_, observed ? &*observed : nullptr);
+    const duration now = detail::saturating_add(origin_, at);
+    const std::optional<latency_snapshot> observed = observe(now);
+    const std::optional<double>& percentile = core_.policy().hedging.delay_percentile;
+    const std::optional<latency_snapshot> hedge_observed =
+        percentile && options_.tracker ? std::optional{options_.tracker->snapshot(*percentile, now)} : std::nullopt;
+    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_, observed ? &*observed : nullptr,
+                                              hedge_observed ? &*hedge_observed : nullptr);
     switch (h.what) {
     case hedge_decision::action::send:
       hedge_at_once_ = false;

@@ -29,6 +29,15 @@ std::string_view to_string(wait_source source) noexcept {
   return "invalid";
 }
 
+std::string_view to_string(connection_use use) noexcept {
+  switch (use) {
+  case connection_use::none: return "none";
+  case connection_use::fresh: return "new";
+  case connection_use::reused: return "reused";
+  }
+  return "invalid";
+}
+
 std::string_view to_string(attempt_kind kind) noexcept {
   switch (kind) {
   case attempt_kind::first: return "first";

@@ -112,9 +112,8 @@ struct prometheus_observer::route_counters {
   std::atomic<std::int64_t> hedge_delay_ns{0};
   std::array<category_slot, max_categories_per_route> categories{};
   counter other_category{0};
-  // Attempt durations by latency_result. (An HTTP connection label would
-  // make this [result][connection], the index taken from the record.)
-  std::array<prometheus_duration_histogram, 3> attempt_durations{};
+  // Attempt durations by [latency_result][connection_use].
+  std::array<std::array<prometheus_duration_histogram, 3>, 3> attempt_durations{};
   std::atomic<std::int64_t> limit_ns{0}; // 0: no attempt started yet
 
   // Lock-free: a slot's name is published once, by compare-exchange.
@@ -181,7 +180,9 @@ void prometheus_observer::attempt_started(const attempt_started_event& e) noexce
 
 void prometheus_observer::attempt_finished(const attempt_finished_event& e) noexcept {
   route_counters& r = find(e.operation);
-  r.attempt_durations[static_cast<std::size_t>(latency_result_of(e.record))].observe(e.record.end - e.record.start);
+  r.attempt_durations[static_cast<std::size_t>(latency_result_of(e.record))]
+                     [static_cast<std::size_t>(e.record.connection)]
+                         .observe(e.record.end - e.record.start);
   if (e.record.superseded) return; // a hedging loser, ended because another attempt won
   if (e.record.classified.status == attempt_status::success) {
     if (e.record.number == 1) r.initial_successes.fetch_add(1, relaxed);
@@ -276,11 +277,21 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
     out.sample({{"route", r->name}}, std::chrono::duration<double>(duration(r->hedge_delay_ns.load(relaxed))).count());
 
   out.family("_attempt_duration_seconds", MetricType::Histogram,
-             "How long each attempt took, by result: success, timeout (at its deadline), failure.");
+             "How long each attempt took, by result: success, timeout (at its deadline), failure; for an "
+             "attempt with a connection (HTTP), also by connection: new or reused.");
+  // Attempts without a connection have no connection label, and are always
+  // shown; the new and reused series appear with their first attempt.
   for (const auto& r : routes_)
-    for (const latency_result result : {latency_result::success, latency_result::timeout, latency_result::failure})
-      r->attempt_durations[static_cast<std::size_t>(result)].collect(
+    for (const latency_result result : {latency_result::success, latency_result::timeout, latency_result::failure}) {
+      const auto& by_connection = r->attempt_durations[static_cast<std::size_t>(result)];
+      by_connection[static_cast<std::size_t>(connection_use::none)].collect(
           out.histogram({{"route", r->name}, {"result", to_string(result)}}));
+      for (const connection_use use : {connection_use::fresh, connection_use::reused}) {
+        const auto& h = by_connection[static_cast<std::size_t>(use)];
+        if (h.count() > 0)
+          h.collect(out.histogram({{"route", r->name}, {"result", to_string(result)}, {"connection", to_string(use)}}));
+      }
+    }
   out.family("_attempt_limit_seconds", MetricType::Gauge,
              "Limit of the route's latest attempt, before the clamp to the remaining time.");
   for (const auto& r : routes_) {

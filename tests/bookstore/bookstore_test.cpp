@@ -552,10 +552,19 @@ TEST_CASE("with a percentile attempt limit, /metrics shows the attempt histogram
   const auto port = port_of(store->base_url());
   for (int i = 0; i < 60; ++i) REQUIRE(get(port, "/books/b" + std::to_string(i)).status == 200);
   const std::string text = get(port, "/metrics").body;
-  // Every call pricing received is one attempt in the histogram.
-  CHECK(metric(text, R"(coretry_attempt_duration_seconds_count{route="/books/{id}",result="success"})") ==
+  // Every call pricing received is one attempt in the histogram, on a new
+  // connection or a reused one.
+  const auto samples = parse_metrics(text);
+  const auto sample = [&](const std::string& key) {
+    const auto found = samples.find(key);
+    return found == samples.end() ? 0.0 : found->second;
+  };
+  const std::string success = R"(coretry_attempt_duration_seconds_count{route="/books/{id}",result="success")";
+  CHECK(sample(success + "}") == 0); // every attempt had a connection
+  CHECK(sample(success + R"(,connection="new"})") >= 1);
+  CHECK(sample(success + R"(,connection="new"})") + sample(success + R"(,connection="reused"})") ==
         pricing->log().size());
-  CHECK(metric(text, R"(coretry_attempt_duration_seconds_bucket{route="/books/{id}",result="success",le="0.002"})") ==
+  CHECK(sample(R"(coretry_attempt_duration_seconds_bucket{route="/books/{id}",result="success",connection="new",le="0.002"})") ==
         0);
   // Past the warm-up (50 successes), the limit is learnt: 1.5 x p99.9 of
   // about 5 ms is below the 10 ms floor, unless the machine is very slow.

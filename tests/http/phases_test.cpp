@@ -77,6 +77,9 @@ TEST_CASE("phases: a new connection to an IP address, then the same connection r
 
   const auto& opened = first.value->phases;
   CHECK_FALSE(first.value->reused_connection);
+  // The engine's records say the same (the connection label of the attempt histogram).
+  CHECK(first.records.back().connection == coretry::connection_use::fresh);
+  CHECK(second.records.back().connection == coretry::connection_use::reused);
   CHECK(opened.reached(phase::pool_wait));
   CHECK_FALSE(opened.reached(phase::lookup)); // an IP address is not looked up
   CHECK(opened.reached(phase::connect));
@@ -155,6 +158,7 @@ TEST_CASE("phases: an attempt that timed out waiting for the answer has the phas
   const auto r = c.get(server.url("/status/200?delay=1000"), c.options(p));
   REQUIRE(r.records.size() == 1);
   CHECK(r.records[0].error == coretry::attempt_error::timed_out);
+  CHECK(r.records[0].connection == coretry::connection_use::fresh);
   const auto& phases = r.value->phases;
   CHECK(phases.reached(phase::connect));
   CHECK(phases.reached(phase::write));
@@ -171,6 +175,7 @@ TEST_CASE("phases: a refused connection ends in connect") {
   p.max_attempts = 2;
   const auto r = c.get("http://127.0.0.1:" + std::to_string(port) + "/", c.options(p));
   CHECK_FALSE(r.succeeded());
+  for (const auto& record : r.records) CHECK(record.connection == coretry::connection_use::none);
   for (const auto& seen : c.recorder.attempts) {
     CHECK(seen.phases.reached(phase::pool_wait));
     CHECK(seen.phases.reached(phase::connect));

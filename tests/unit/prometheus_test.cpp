@@ -286,4 +286,34 @@ TEST_CASE("attempt durations by result, and the attempt limit, render as a histo
   CHECK(text.find("# TYPE coretry_attempt_limit_seconds gauge\n") != std::string::npos);
 }
 
+TEST_CASE("attempt durations: attempts with a connection carry connection=new or reused, the others no label") {
+  prometheus_observer o({"/prices/{id}"});
+  const auto attempt = [&](coretry::duration took, coretry::connection_use use) {
+    attempt_record record;
+    record.number = 1;
+    record.end = took;
+    record.classified = verdict::success();
+    record.connection = use;
+    o.attempt_finished({"/prices/{id}", record});
+  };
+  auto samples = parse_samples(o.text());
+  // No attempt with a connection yet: only the series without the label.
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="success"})") == 0);
+  CHECK(samples.count(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="success",connection="new"})") == 0);
+  attempt(30ms, coretry::connection_use::fresh);
+  attempt(2ms, coretry::connection_use::reused);
+  attempt(3ms, coretry::connection_use::reused);
+  attempt(1ms, coretry::connection_use::none);
+  samples = parse_samples(o.text());
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="success",connection="new"})") == 1);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_bucket{route="/prices/{id}",result="success",connection="new",le="0.02"})") == 0);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="success",connection="reused"})") == 2);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_bucket{route="/prices/{id}",result="success",connection="reused",le="0.005"})") == 2);
+  CHECK(samples.at(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="success"})") == 1);
+  CHECK(samples.count(R"(coretry_attempt_duration_seconds_count{route="/prices/{id}",result="timeout",connection="new"})") == 0);
+  CHECK(coretry::to_string(coretry::connection_use::fresh) == "new");
+  CHECK(coretry::to_string(coretry::connection_use::reused) == "reused");
+  CHECK(coretry::to_string(coretry::connection_use::none) == "none");
+}
+
 } // TEST_SUITE

@@ -82,7 +82,8 @@ private:
 ///   coretry_stops_total{route,reason}          every reason, zeros included
 ///   coretry_attempt_duration_seconds{route,result}  histogram (1 ms to 10 s): how long each
 ///                                              attempt took, by result: success, timeout (at its
-///                                              deadline), failure
+///                                              deadline), failure; for an attempt with a connection
+///                                              (HTTP) also connection: new or reused
 ///   coretry_attempt_limit_seconds{route}       gauge: the limit of the route's latest attempt
 ///                                              (attempt_started_event::limit; its allowance when
 ///                                              the limit has no bound), once an attempt started

@@ -70,4 +70,15 @@ using result = coretry::outcome<exchange>;
 
 } // namespace coretry::http
 
+/// An HTTP attempt's connection: reused from the pool, opened by the attempt
+/// (it got past connecting), or none (it ended waiting for one, resolving or
+/// connecting).
+template <>
+struct coretry::connection_of<coretry::http::exchange> {
+  static connection_use get(const http::exchange& x) noexcept {
+    if (x.reused_connection) return connection_use::reused;
+    return x.reached > http::stage::connecting ? connection_use::fresh : connection_use::none;
+  }
+};
+
 #endif

@@ -398,6 +398,7 @@ private:
     record.error = done.error;
     result_.last_error = done.error;
     result_.value = std::move(done.value);
+    if (result_.value) record.connection = connection_of<T>::get(*result_.value);
     try {
       record.classified = classify_(static_cast<const boost::system::error_code&>(done.error),
                                     static_cast<const T&>(*result_.value));
@@ -451,6 +452,7 @@ private:
     record.end = elapsed();
     record.error = done.error;
     record.superseded = stopping_ == stop_reason::succeeded;
+    if (done.value) record.connection = connection_of<T>::get(*done.value);
     record.classified = verdict::permanent(record.superseded ? "superseded" : "cancelled", delivery::unknown);
     if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
     if (last) conclude();

@@ -420,6 +420,7 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
         CHECK((v == "success" || v == "timeout" || v == "failure" || v == "sent" || v == "won" ||
                v == "refused_budget" || v == "refused_gate"));
       else if (name == "dependency") CHECK(v == "pricing");
+      else if (name == "connection") CHECK((v == "new" || v == "reused"));
       else if (name == "answer")
         CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));
       else FAIL("unexpected label ", name);

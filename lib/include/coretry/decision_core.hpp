@@ -137,10 +137,9 @@ public:
   std::uint64_t take_probe() noexcept { return std::exchange(probe_, 0); }
   /// Tells the gate a probe taken with take_probe() is over.
   void probe_over(std::uint64_t ticket) noexcept;
-  /// The hedging delay in force (the policy's, unless set).
+  /// The hedging delay in force: the policy's fixed delay, or with
+  /// hedging.delay_percentile the latest one next_hedge observed (zero before any).
   duration hedge_delay() const noexcept { return hedge_delay_; }
-  /// Sets the delay from an observation (a latency percentile): an input.
-  void set_hedge_delay(duration delay) noexcept { hedge_delay_ = delay; }
   /// No hedge is sent before this instant (from the start): the latest a
   /// server's delay reached.
   duration hedge_hold() const noexcept { return hedge_hold_; }

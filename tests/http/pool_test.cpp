@@ -229,3 +229,44 @@ TEST_CASE("pool: close_idle closes every idle connection and leaves the leased o
   CHECK(h.closed.size() == 2);
   CHECK(std::find(h.closed.begin(), h.closed.end(), 1) == h.closed.end()); // the leased one stays open
 }
+
+TEST_CASE("pool: a lease prefers a connection that suits, else opens one, closing an unsuited idle one at the limit") {
+  pool_harness h(3);
+  {
+    // Three idle connections, given back in the order 1, 2, 3: 3 the newest.
+    std::optional<lease_type> one(h.take("http://a:80")), two(h.take("http://a:80")), three(h.take("http://a:80"));
+    for (auto* l : {&one, &two, &three}) {
+      (*l)->mark_reusable();
+      l->reset();
+    }
+  }
+  const auto not_three = [](const fake_connection& c) { return c.id != 3; };
+  std::optional<lease_type> got = h.pool.try_lease("http://a:80", not_three);
+  REQUIRE(got);
+  REQUIRE(got->get());
+  CHECK(got->get()->id == 2); // the newest that suits, not the newest
+  CHECK(h.pool.stats().idle == 2);
+  got.reset(); // not reusable: closed
+  CHECK(h.closed == std::vector<int>{2});
+
+  // None suits, and there is room: a permit; the idle ones stay.
+  const auto none = [](const fake_connection&) { return false; };
+  std::optional<lease_type> permit = h.pool.try_lease("http://a:80", none);
+  REQUIRE(permit);
+  CHECK(permit->get() == nullptr);
+  CHECK(h.pool.stats().idle == 2);
+  permit.reset();
+
+  // None suits, and the origin is at its limit: the oldest idle one is
+  // closed to make room for a new connection.
+  lease_type held = h.take("http://a:80"); // 3, the newest idle
+  std::optional<lease_type> opening = h.pool.try_lease("http://a:80", none); // a permit: 1 idle, 2 leased
+  REQUIRE(opening);
+  CHECK(h.closed == std::vector<int>{2});
+  std::optional<lease_type> room = h.pool.try_lease("http://a:80", none);
+  REQUIRE(room);
+  CHECK(room->get() == nullptr);
+  CHECK(h.closed == std::vector<int>{2, 1});
+  CHECK(h.pool.stats().leased == 3);
+  CHECK(h.pool.stats().idle == 0);
+}

@@ -96,6 +96,16 @@ public:
   /// one idle for longer than the idle timeout. The most recently returned
   /// connection is reused first.
   std::optional<lease> try_lease(const std::string& key) {
+    return try_lease(key, [](const Connection&) { return true; });
+  }
+
+  /// As try_lease(key), preferring idle connections `suits` accepts (for
+  /// one to another address than an attempt before used). When none does,
+  /// a permit is given if there is room; when there is none, the oldest
+  /// idle connection that does not suit is closed to make room. Only when
+  /// there are none either does the caller wait.
+  template <class Suits>
+  std::optional<lease> try_lease(const std::string& key, Suits&& suits) {
     std::lock_guard lock(mutex_);
     // The origin's entry (and its key, which leases refer to) stays while it
     // has a lease.
@@ -103,15 +113,28 @@ public:
     const std::string& pooled_key = entry_of_origin->first;
     per_origin& o = entry_of_origin->second;
     const time_point now = now_();
-    while (!o.idle.empty()) {
-      idle_entry entry = std::move(o.idle.back());
-      o.idle.pop_back();
-      if (now - entry.since <= idle_timeout_ && !entry.conn->is_stale()) {
-        ++o.leased;
-        return lease(this, pooled_key, std::move(entry.conn));
+    // Newest first; those that do not suit are put back as they were.
+    std::size_t unsuited = 0;
+    for (std::size_t i = o.idle.size(); i-- > 0;) {
+      idle_entry& entry = o.idle[i];
+      if (now - entry.since > idle_timeout_ || entry.conn->is_stale()) {
+        ++stale_discarded_;
+        entry.conn->close();
+        o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
       }
-      ++stale_discarded_;
-      entry.conn->close();
+      if (!suits(static_cast<const Connection&>(*entry.conn))) {
+        ++unsuited;
+        continue;
+      }
+      std::unique_ptr<Connection> conn = std::move(entry.conn);
+      o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
+      ++o.leased;
+      return lease(this, pooled_key, std::move(conn));
+    }
+    if (o.leased + o.idle.size() >= max_per_origin_ && unsuited > 0) {
+      o.idle.front().conn->close(); // the oldest of those left: all unsuited
+      o.idle.erase(o.idle.begin());
     }
     if (o.leased + o.idle.size() < max_per_origin_) {
       ++o.leased;

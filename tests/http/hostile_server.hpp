@@ -115,8 +115,11 @@ public:
   /// Every connection runs `s`.
   explicit hostile_server(script s) : hostile_server(std::vector<script>{std::move(s)}) {}
   /// Connection i runs scripts[i]; connections past the last run the last.
-  explicit hostile_server(std::vector<script> scripts)
-      : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}), scripts_(std::move(scripts)) {
+  explicit hostile_server(std::vector<script> scripts) : hostile_server(std::move(scripts), "127.0.0.1", 0) {}
+  /// Listens on `address` (127.0.0.2, ::1, ...) and `port` (0: a free one).
+  /// Throws boost::system::system_error when it cannot bind.
+  hostile_server(std::vector<script> scripts, const std::string& address, unsigned short port)
+      : acceptor_(io_, {boost::asio::ip::make_address(address), port}), scripts_(std::move(scripts)) {
     accepting_ = std::thread([this] { accept_loop(); });
   }
 

@@ -39,6 +39,8 @@ using boost::system::error_code;
 
 namespace detail {
 
+constexpr std::size_t max_resolve_entries = 1024;
+
 client_options checked(client_options o) {
   const auto refuse = [](const char* problem) { throw std::invalid_argument(std::string("coretry::http: ") + problem); };
   if (o.connect_timeout < duration::zero()) refuse("connect_timeout must not be negative (zero: none of its own)");
@@ -49,7 +51,33 @@ client_options checked(client_options o) {
   if (o.line_limit == 0) refuse("line_limit must be at least 1 byte");
   if (o.certificate_file.empty() && !o.private_key_file.empty())
     refuse("private_key_file is given without certificate_file");
+  if (o.connection_attempt_delay < duration::zero())
+    refuse("connection_attempt_delay must not be negative (zero: every address at once)");
+  if (o.lookup_ttl < duration::zero()) refuse("lookup_ttl must not be negative (zero: a lookup per new connection)");
+  if (o.ejection.base_ejection_time < duration::zero() || o.ejection.max_ejection_time < duration::zero())
+    refuse("ejection.base_ejection_time and ejection.max_ejection_time must not be negative");
+  if (o.ejection.max_ejection_percent > 100) refuse("ejection.max_ejection_percent must be at most 100");
+  if (o.resolve.size() > max_resolve_entries) refuse("more than 1024 resolve entries");
+  for (const auto& entry : o.resolve) {
+    try {
+      (void)parse_resolve_entry(entry);
+    } catch (const std::invalid_argument& e) {
+      refuse(e.what()); // names the entry and its problem
+    }
+  }
   return o;
+}
+
+/// client_options::resolve as pins in `book`; a later entry for the same
+/// name and port replaces an earlier one, as curl's do.
+void pin_names(const client_options& o, address_book& book) {
+  for (const auto& text : o.resolve) {
+    const resolve_entry entry = parse_resolve_entry(text);
+    std::vector<asio::ip::tcp::endpoint> endpoints;
+    for (const auto& address : entry.addresses) endpoints.emplace_back(address, entry.port);
+    const std::string port = std::to_string(entry.port);
+    book.pin({entry.host, port}, std::move(endpoints));
+  }
 }
 
 /// client_options::proxy read, or null without one.
@@ -65,7 +93,8 @@ struct client_state {
   client_state(asio::any_io_executor ex, client_options o)
       : executor(std::move(ex)), options(checked(std::move(o))),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout),
-        tls(options), proxy(route_of(options.proxy)) {
+        book(options.lookup_ttl, options.ejection), tls(options), proxy(route_of(options.proxy)) {
+    pin_names(options, book);
     if (!options.ca_file.empty() || !options.certificate_file.empty()) {
       // A client given a CA file or a client certificate speaks HTTPS: its
       // TLS context is made now, so that a bad file is a clear error at
@@ -105,6 +134,7 @@ struct client_state {
   asio::any_io_executor executor;
   client_options options;
   connection_pool pool;
+  address_book book;
   tls_context tls;
   /// The proxy, null without one.
   std::shared_ptr<const proxy_route> proxy;
@@ -132,6 +162,7 @@ client::~client() = default;
 
 asio::any_io_executor client::get_executor() const { return state_->executor; }
 pool_stats client::stats() const { return state_->pool.stats(); }
+address_stats client::addresses() const { return state_->book.stats(phase_timings::clock::now()); }
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
@@ -216,12 +247,20 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
     }
 
     const std::string& key = prepared->where.key;
+    const name_and_port target = connection_target(prepared->where);
+    // The addresses this operation's earlier attempts (and hedges) used: a
+    // connection to another is preferred when there is one.
+    std::array<asio::ip::tcp::endpoint, used_addresses::capacity> used_list;
+    const std::span<const asio::ip::tcp::endpoint> avoid(used_list.data(), prepared->used.copy(used_list));
+    const auto suits = [&](const connection& c) {
+      return state->book.suits(target, c.peer, avoid, phase_timings::clock::now());
+    };
     const auto cancel_state = co_await asio::this_coro::cancellation_state;
     for (;;) {
       // One clock read per change of phase: this one starts the wait for a
       // connection; each later phase's start ends the one before.
       x.phases.enter(phase::pool_wait, phase_timings::clock::now());
-      std::optional<lease> held = state->pool.try_lease(key);
+      std::optional<lease> held = state->pool.try_lease(key, suits);
       while (!held) {
         if (cancellation_requested(cancel_state)) {
           x.error = asio::error::operation_aborted;
@@ -232,19 +271,24 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
           x.error = ec;
           co_return ended(x, *prepared, context.number);
         }
-        if (auto again = state->pool.try_lease(key)) held.emplace(std::move(*again));
+        if (auto again = state->pool.try_lease(key, suits)) held.emplace(std::move(*again));
       }
 
       if (held->get()) {
         x.reused_connection = true;
+        x.address = held->get()->peer;
       } else {
         error_code ec;
         // The read buffer's bound is what limits a chunk-size line, its
         // extensions and the trailers: Beast 1.81's parser waits for a whole
         // line however long it is.
-        const std::size_t buffer_limit = std::size_t{state->options.header_limit} + state->options.line_limit;
-        auto connecting = establish(prepared->where, state->tls, buffer_limit, state->options.header_limit,
-                                    state->pool, *held, x);
+        const connect_context setup{state->tls,
+                                    state->pool,
+                                    state->book,
+                                    std::size_t{state->options.header_limit} + state->options.line_limit,
+                                    state->options.header_limit,
+                                    state->options.connection_attempt_delay};
+        auto connecting = establish(prepared->where, setup, avoid, *held, x);
         if (state->options.connect_timeout == duration::zero()) {
           ec = co_await std::move(connecting);
         } else {
@@ -261,6 +305,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
           co_return ended(x, *prepared, context.number); // the lease closes whatever was opened
         }
       }
+      prepared->used.add(*x.address);
 
       connection& conn = *held->get();
       bool keep_alive = false;
@@ -302,7 +347,9 @@ asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state
   return detail::attempt_exchange(std::move(state), std::move(prepared), context);
 }
 
-verdict client::classify(const detail::prepared_request& request, const error_code& ec, const exchange& x) {
+namespace {
+
+verdict classify_attempt(const detail::prepared_request& request, const error_code& ec, const exchange& x) {
   for (const auto& extension : request.classifiers)
     if (auto v = extension(ec, x)) return *v;
   // The client's own refusals of a response: the server would send the same.
@@ -314,6 +361,28 @@ verdict client::classify(const detail::prepared_request& request, const error_co
     }
   }
   return classify_exchange(ec, x);
+}
+
+} // namespace
+
+verdict client::classify(detail::client_state& state, const detail::prepared_request& request, const error_code& ec,
+                         const exchange& x) {
+  verdict v = classify_attempt(request, ec, x);
+  if (x.address) {
+    // How the address did: an answer below 500 ends its run of failures; a
+    // 5xx, an attempt that ran out of time there, or a connection that the
+    // other end closed or reset under it (or the connect timeout ended) is
+    // one more. An answer the client refused (too large, malformed) is not
+    // the address's fault; an attempt cancelled for other reasons (a hedge
+    // that lost) says nothing.
+    const detail::name_and_port target = detail::connection_target(request.where);
+    const bool timed_out = ec == attempt_error::timed_out;
+    const bool server_error = x.res && x.res->result_int() >= 500;
+    const bool broke = !ec && !x.res && (detail::closed_by_peer(x.error) || x.error == asio::error::timed_out);
+    if (timed_out || server_error || broke) state.book.failed(target, *x.address, phase_timings::clock::now());
+    else if (x.res) state.book.succeeded(target, *x.address);
+  }
+  return v;
 }
 
 } // namespace coretry::http

@@ -1,4 +1,5 @@
 #include "connect.hpp"
+#include "race_connect.hpp"
 
 #include <coretry/http/tls.hpp>
 
@@ -117,14 +118,16 @@ std::optional<tcp::endpoint> literal_endpoint(const std::string& host, const std
 
 } // namespace
 
-asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std::size_t buffer_limit,
-                                      std::uint32_t header_limit, connection_pool& pool, lease& held, exchange& x) {
+asio::awaitable<error_code> establish(const origin& where, const connect_context& c,
+                                      std::span<const tcp::endpoint> avoid, lease& held, exchange& x) {
   auto ex = co_await asio::this_coro::executor;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
-  tcp::socket socket(ex);
+  std::optional<tcp::socket> connected;
+  tcp::endpoint peer;
   // Through a proxy, the connection is the proxy's: its name is looked up.
   const std::string& host = where.proxy ? where.proxy->host : where.host;
   const std::string& port = where.proxy ? where.proxy->port : where.port;
+  const name_and_port target{host, port};
   if (const auto address = literal_endpoint(host, port)) {
     // An address needs no lookup. Asio 1.81 runs lookups one at a time on a
     // background thread, where cancellation cannot reach a getaddrinfo
@@ -132,40 +135,73 @@ asio::awaitable<error_code> establish(const origin& where, tls_context& tls, std
     x.reached = stage::connecting;
     x.phases.enter(phase::connect, phase_timings::clock::now());
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+    tcp::socket socket(ex);
     auto [connect_ec] = co_await socket.async_connect(*address, asio::as_tuple(asio::use_awaitable));
     if (connect_ec) co_return connect_ec;
+    connected.emplace(std::move(socket));
+    peer = *address;
   } else {
-    x.reached = stage::resolving;
-    x.phases.enter(phase::lookup, phase_timings::clock::now());
-    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
-    pool.note_lookup();
-    auto [resolve_ec, endpoints] =
-        co_await async_resolve_abandonable(ex, host, port, asio::as_tuple(asio::use_awaitable));
-    if (resolve_ec) co_return resolve_ec;
+    if (c.book.needs_lookup(target, phase_timings::clock::now())) {
+      x.reached = stage::resolving;
+      x.phases.enter(phase::lookup, phase_timings::clock::now());
+      if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+      c.pool.note_lookup();
+      auto [resolve_ec, results] = co_await async_resolve_abandonable(ex, host, port, asio::as_tuple(asio::use_awaitable));
+      if (resolve_ec) co_return resolve_ec;
+      std::vector<tcp::endpoint> found;
+      for (const auto& entry : results) {
+        if (found.size() == max_addresses_per_name) break;
+        found.push_back(entry.endpoint());
+      }
+      c.book.store(target, std::move(found), phase_timings::clock::now());
+    }
+    const std::vector<tcp::endpoint> order = c.book.order(target, avoid, phase_timings::clock::now());
+    if (order.empty()) co_return asio::error::host_not_found;
 
     x.reached = stage::connecting;
     x.phases.enter(phase::connect, phase_timings::clock::now());
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
-    auto [connect_ec, endpoint] = co_await asio::async_connect(socket, endpoints, asio::as_tuple(asio::use_awaitable));
-    if (connect_ec) co_return connect_ec;
+    if (order.size() == 1) {
+      tcp::socket socket(ex);
+      auto [connect_ec] = co_await socket.async_connect(order.front(), asio::as_tuple(asio::use_awaitable));
+      if (connect_ec) {
+        if (connect_ec != asio::error::operation_aborted)
+          c.book.failed(target, order.front(), phase_timings::clock::now());
+        co_return connect_ec;
+      }
+      connected.emplace(std::move(socket));
+      peer = order.front();
+    } else {
+      c.book.note_race();
+      race_result raced = co_await race_connect(order, c.attempt_delay, [&](const tcp::endpoint& failed) {
+        c.book.failed(target, failed, phase_timings::clock::now());
+      });
+      if (raced.error) co_return raced.error;
+      connected.emplace(std::move(*raced.socket));
+      peer = raced.winner;
+    }
   }
+  tcp::socket& socket = *connected;
+  x.address = peer;
   socket.set_option(tcp::no_delay(true));
-  pool.note_opened();
+  c.pool.note_opened();
   if (!where.tls) {
     held.attach(std::make_unique<connection>(std::move(socket)));
-    held.get()->buffer.max_size(buffer_limit);
+    held.get()->buffer.max_size(c.buffer_limit);
+    held.get()->peer = peer;
     co_return error_code{};
   }
   if (where.proxy) {
     // Still connecting to the origin: nothing of the request has left.
-    if (const error_code ec = co_await open_tunnel(socket, *where.proxy, where.host, where.port, header_limit, x))
+    if (const error_code ec = co_await open_tunnel(socket, *where.proxy, where.host, where.port, c.header_limit, x))
       co_return ec;
   }
 
   x.reached = stage::handshaking;
   x.phases.enter(phase::tls, phase_timings::clock::now());
-  held.attach(std::make_unique<connection>(std::move(socket), tls.get()));
-  held.get()->buffer.max_size(buffer_limit);
+  held.attach(std::make_unique<connection>(std::move(socket), c.tls.get()));
+  held.get()->buffer.max_size(c.buffer_limit);
+  held.get()->peer = peer;
   auto& stream = std::get<connection::tls_stream>(held.get()->stream);
   if (const error_code named = expect_peer(stream, where.host)) co_return named;
   if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;

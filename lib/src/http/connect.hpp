@@ -10,6 +10,7 @@
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/tls.hpp>
 
+#include "address_book.hpp"
 #include "pool.hpp"
 #include "tunnel.hpp"
 
@@ -26,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 
@@ -71,10 +73,20 @@ struct connection {
 
   std::variant<tcp::socket, tls_stream> stream;
   boost::beast::flat_buffer buffer;
+  /// The address connected to (through a proxy: the proxy's).
+  tcp::endpoint peer;
 };
 
 using connection_pool = basic_connection_pool<connection>;
 using lease = connection_pool::lease;
+using address_book = basic_address_book<std::chrono::steady_clock::time_point>;
+
+/// The name whose addresses a connection to `where` goes to: the proxy's
+/// when there is one.
+inline name_and_port connection_target(const origin& where) {
+  if (where.proxy) return {where.proxy->host, where.proxy->port};
+  return {where.host, where.port};
+}
 
 /// The client's TLS context: TLS 1.2 at least, the system's trust store plus
 /// an optional CA file, peer verification unless turned off, and a client
@@ -99,16 +111,27 @@ private:
   std::optional<boost::asio::ssl::context> context_;
 };
 
-/// Resolve, connect, open a tunnel through the origin's proxy for https, and
-/// (for https) handshake: everything before the request is written, so a
-/// failure here provably never reached the server. The new
-/// connection is attached to `held`, its read buffer bounded to
-/// `buffer_limit` bytes; `x.reached` says how far it got. Every operation
-/// looks for cancellation before it starts; a lookup is abandoned (never
-/// waited for) when cancelled.
-boost::asio::awaitable<boost::system::error_code> establish(const origin& where, tls_context& tls,
-                                                            std::size_t buffer_limit, std::uint32_t header_limit,
-                                                            connection_pool& pool, lease& held, exchange& x);
+/// What establishing a connection uses of the client.
+struct connect_context {
+  tls_context& tls;
+  connection_pool& pool;
+  address_book& book;
+  std::size_t buffer_limit; ///< of the new connection's read buffer
+  std::uint32_t header_limit;
+  duration attempt_delay; ///< client_options::connection_attempt_delay
+};
+
+/// Resolve (unless the book's addresses are still good), connect (racing
+/// the addresses, `avoid`ed ones last, when there are several), open a
+/// tunnel through the origin's proxy for https, and (for https) handshake:
+/// everything before the request is written, so a failure here provably
+/// never reached the server. The new connection is attached to `held`, its
+/// read buffer bounded; `x.reached` says how far it got, `x.address` where
+/// it went. Every operation looks for cancellation before it starts; a
+/// lookup is abandoned (never waited for) when cancelled.
+boost::asio::awaitable<boost::system::error_code> establish(const origin& where, const connect_context& c,
+                                                            std::span<const boost::asio::ip::tcp::endpoint> avoid,
+                                                            lease& held, exchange& x);
 
 } // namespace coretry::http::detail
 

@@ -2,6 +2,7 @@
 #define CORETRY_HTTP_CLIENT_HPP
 
 #include <coretry/async_retry.hpp>
+#include <coretry/http/addresses.hpp>
 #include <coretry/http/classify.hpp>
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/url.hpp>
@@ -70,6 +71,22 @@ struct client_options {
   /// Hosts reached directly, as NO_PROXY lists them (bypasses_proxy).
   std::string no_proxy;
   std::string user_agent = "coretry/0.1";
+  /// Names pinned to addresses, curl's `--resolve` entries:
+  /// "HOST:PORT:ADDR[,ADDR...]" (parse_resolve_entry; at most 1,024
+  /// entries). A pinned name is never looked up.
+  std::vector<std::string> resolve;
+  /// Happy Eyeballs v2's connection attempt delay (RFC 8305 §5): when a
+  /// name has several addresses, a new connection tries the next one after
+  /// this long without an answer from the one before (at once when one
+  /// fails), families interleaved, inside the connect timeout and the
+  /// attempt's deadline; the first to connect wins, the others are closed.
+  duration connection_attempt_delay = std::chrono::milliseconds(250);
+  /// How long a lookup's addresses are used before the name is looked up
+  /// again (also at once when every address failed at its last try). Zero:
+  /// every new connection looks the name up.
+  duration lookup_ttl = std::chrono::seconds(30);
+  /// When an address that keeps failing is left out for a while.
+  outlier_ejection ejection;
 };
 
 /// Per-request settings.
@@ -193,6 +210,8 @@ public:
   auto async_send(std::string_view url, request req, const request_options& options, CompletionToken&& token);
 
   pool_stats stats() const;
+  /// Ejections and connection races so far (outlier_ejection).
+  address_stats addresses() const;
   /// Closes every idle connection now.
   void close_idle();
   boost::asio::any_io_executor get_executor() const;
@@ -206,8 +225,9 @@ private:
   static boost::asio::awaitable<exchange> send_once(std::shared_ptr<detail::client_state> state,
                                                     std::shared_ptr<const detail::prepared_request> request,
                                                     attempt_context<std::chrono::steady_clock> context);
-  static verdict classify(const detail::prepared_request& request, const boost::system::error_code& ec,
-                          const exchange& x);
+  /// Classifies an attempt and tells the address it used how it went.
+  static verdict classify(detail::client_state& state, const detail::prepared_request& request,
+                          const boost::system::error_code& ec, const exchange& x);
 
   std::shared_ptr<detail::client_state> state_;
 };
@@ -219,8 +239,8 @@ auto client::async_send(std::string_view url, request req, const request_options
   auto attempt = [state = state_, request = p.request](attempt_context<std::chrono::steady_clock> context) {
     return send_once(state, request, context);
   };
-  auto classifier = [request = p.request](const boost::system::error_code& ec, const exchange& x) {
-    return classify(*request, ec, x);
+  auto classifier = [state = state_, request = p.request](const boost::system::error_code& ec, const exchange& x) {
+    return classify(*state, *request, ec, x);
   };
   return coretry::async_retry<boost::asio::steady_timer>(get_executor(), options.policy, p.retry, std::move(attempt),
                                                          std::move(classifier),

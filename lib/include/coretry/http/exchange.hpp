@@ -4,6 +4,7 @@
 #include <coretry/phases.hpp>
 #include <coretry/outcome.hpp>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/system/error_code.hpp>
@@ -42,6 +43,9 @@ struct exchange {
   boost::system::error_code error;
   stage reached = stage::waiting_for_connection;
   bool reused_connection = false;
+  /// The address of the connection the attempt used (through a proxy: the
+  /// proxy's), none when it got no connection.
+  std::optional<boost::asio::ip::tcp::endpoint> address;
   /// Where the attempt's time went: waiting for a connection, lookup,
   /// connect, TLS handshake, writing, waiting for the first byte, reading.
   phase_timings phases;

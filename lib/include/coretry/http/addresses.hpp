@@ -1,0 +1,64 @@
+#ifndef CORETRY_HTTP_ADDRESSES_HPP
+#define CORETRY_HTTP_ADDRESSES_HPP
+
+// A dependency at several addresses: names pinned to addresses (curl's
+// --resolve), and the ejection of addresses that keep failing.
+
+#include <coretry/policy.hpp>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coretry::http {
+
+/// A name pinned to addresses, as curl's `--resolve HOST:PORT:ADDR[,ADDR...]`:
+/// connections to HOST on PORT go to these addresses, in this order, and the
+/// name is never looked up. TLS is still verified against HOST.
+struct resolve_entry {
+  std::string host; ///< lower-case, as URLs are read
+  std::uint16_t port = 0;
+  std::vector<boost::asio::ip::address> addresses;
+};
+
+/// Reads `HOST:PORT:ADDR[,ADDR...]`; an IPv6 address is written in brackets
+/// (`[::1]`). At most 64 addresses; duplicates are refused. Throws
+/// std::invalid_argument naming the problem and quoting the entry.
+resolve_entry parse_resolve_entry(std::string_view text);
+
+/// An address and port as URLs write them: "127.0.0.2:8080", "[::1]:8080".
+std::string to_string(const boost::asio::ip::tcp::endpoint& at);
+
+/// When an address is taken out of use for a while: after
+/// `consecutive_failures` failures in a row at it (a connection refused or
+/// not made within the connection attempt delay while another address's
+/// was, an attempt that ran out its time there, a 5xx answer from it), for
+/// `base_ejection_time` times the number of times it has been ejected, at
+/// most `max_ejection_time`. Never more than `max_ejection_percent` of a
+/// name's addresses at once, but one when the name has two or more (and
+/// never all of them). An ejected address is tried only when every other
+/// address fails too; it returns by itself when its time is up.
+struct outlier_ejection {
+  /// Zero: addresses are never ejected.
+  unsigned consecutive_failures = 5;
+  duration base_ejection_time = std::chrono::seconds(30);
+  duration max_ejection_time = std::chrono::seconds(300);
+  /// 0 to 100.
+  unsigned max_ejection_percent = 50;
+};
+
+/// Counters of the client's addresses, for tests and metrics.
+struct address_stats {
+  std::uint64_t ejections = 0;      ///< addresses ejected so far
+  std::size_t ejected = 0;          ///< addresses ejected now
+  std::uint64_t connect_races = 0;  ///< new connections raced over more than one address
+};
+
+} // namespace coretry::http
+
+#endif

@@ -1,0 +1,312 @@
+#ifndef CORETRY_SRC_HTTP_ADDRESS_BOOK_HPP
+#define CORETRY_SRC_HTTP_ADDRESS_BOOK_HPP
+
+// The addresses of each name the client connects to: what a lookup (or a
+// pin) gave, how long that stays good, how each address has been doing,
+// which are ejected, and in what order a new connection tries them. No I/O
+// and no clock reads: the time is an argument, so that the rules run on
+// virtual time. Thread-safe. Internal to coretry::http.
+
+#include <coretry/http/addresses.hpp>
+#include <coretry/with_deadline.hpp>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <atomic>
+#include <tuple>
+#include <vector>
+
+namespace coretry::http::detail {
+
+/// Addresses of one name kept at most: a lookup that returns more is cut.
+inline constexpr std::size_t max_addresses_per_name = 64;
+
+/// `endpoints` reordered as Happy Eyeballs v2 asks (RFC 8305 §4): the
+/// families alternate, starting with the family of the first; within a
+/// family the order is kept.
+inline std::vector<boost::asio::ip::tcp::endpoint>
+interleave_families(const std::vector<boost::asio::ip::tcp::endpoint>& endpoints) {
+  if (endpoints.empty()) return {};
+  const bool first_v6 = endpoints.front().address().is_v6();
+  std::vector<boost::asio::ip::tcp::endpoint> first, second, out;
+  for (const auto& e : endpoints) (e.address().is_v6() == first_v6 ? first : second).push_back(e);
+  out.reserve(endpoints.size());
+  for (std::size_t i = 0; i < std::max(first.size(), second.size()); ++i) {
+    if (i < first.size()) out.push_back(first[i]);
+    if (i < second.size()) out.push_back(second[i]);
+  }
+  return out;
+}
+
+/// A name and port as connections see them ("pricing", "8080"): what is
+/// looked up, pinned, and kept apart in the book. Found without copying.
+struct name_and_port {
+  std::string_view host;
+  std::string_view port;
+};
+
+template <class TimePoint>
+class basic_address_book {
+public:
+  using endpoint = boost::asio::ip::tcp::endpoint;
+  using name = name_and_port;
+
+  basic_address_book(duration lookup_ttl, outlier_ejection ejection) : lookup_ttl_(lookup_ttl), ejection_(ejection) {}
+
+  /// `name` ("host:port") always goes to `endpoints` and is never looked up.
+  void pin(name n, std::vector<endpoint> endpoints) {
+    std::lock_guard lock(mutex_);
+    entry& e = entry_of(n);
+    e.pinned = true;
+    replace(e, std::move(endpoints));
+  }
+
+  bool pinned(name n) const {
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    return it != names_.end() && it->second.pinned;
+  }
+
+  /// Whether `name` needs a lookup before a new connection: never looked up,
+  /// looked up at least lookup_ttl ago, or every address failed at its last
+  /// try (or is ejected) since. A pinned name never does.
+  bool needs_lookup(name n, TimePoint now) const {
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end() || it->second.endpoints.empty()) return true;
+    const entry& e = it->second;
+    if (e.pinned) return false;
+    if (now >= instant_after(e.looked_up_at, lookup_ttl_)) return true;
+    return std::all_of(e.health.begin(), e.health.end(),
+                       [&](const address_health& h) { return h.consecutive > 0 || h.ejected_until > now; });
+  }
+
+  /// A lookup's answer for `name`: addresses still there keep their record
+  /// (ejections included); duplicates are dropped, and addresses beyond
+  /// max_addresses_per_name.
+  void store(name n, std::vector<endpoint> looked_up, TimePoint now) {
+    std::lock_guard lock(mutex_);
+    entry& e = entry_of(n);
+    if (e.pinned) return;
+    e.looked_up_at = now;
+    replace(e, std::move(looked_up));
+  }
+
+  /// The order a new connection to `name` tries its addresses in: first
+  /// those neither ejected nor in `avoid` (addresses this operation's earlier
+  /// attempts used, the latest last), then the rest, ejected ones last;
+  /// families interleaved within each group. When every address is in
+  /// `avoid`, only the latest (the one that just failed) is put back.
+  std::vector<endpoint> order(name n, std::span<const endpoint> avoid, TimePoint now) {
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end()) return {};
+    entry& e = it->second;
+    expire(e, now);
+    std::vector<endpoint> good, rest, ejected;
+    const auto avoided = avoid_rule(e, avoid);
+    for (std::size_t i = 0; i < e.endpoints.size(); ++i) {
+      if (e.health[i].ejected_until > now) ejected.push_back(e.endpoints[i]);
+      else if (avoided(e.endpoints[i])) rest.push_back(e.endpoints[i]);
+      else good.push_back(e.endpoints[i]);
+    }
+    std::vector<endpoint> out = interleave_families(good);
+    for (const auto* group : {&rest, &ejected})
+      for (const auto& x : interleave_families(*group)) out.push_back(x);
+    return out;
+  }
+
+  /// Whether a pooled connection to `at` suits an attempt of an operation
+  /// whose earlier attempts used `avoid`: not ejected, and not avoided when
+  /// another address of `name` is neither. Cheap when nothing is avoided and
+  /// nothing is ejected (every attempt of a healthy dependency).
+  bool suits(name n, const endpoint& at, std::span<const endpoint> avoid, TimePoint now) {
+    if (avoid.empty() && ejected_now_.load(std::memory_order_relaxed) == 0) return true;
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end()) return true;
+    entry& e = it->second;
+    expire(e, now);
+    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
+    if (position == e.endpoints.end()) return true; // no longer listed: still a connection
+    const std::size_t index = static_cast<std::size_t>(position - e.endpoints.begin());
+    if (e.health[index].ejected_until > now) {
+      // Only when every address is ejected (not by this book's rule, but a
+      // lookup can shrink the list) is an ejected one used.
+      return std::all_of(e.health.begin(), e.health.end(), [&](const address_health& h) { return h.ejected_until > now; });
+    }
+    return !avoid_rule(e, avoid)(at);
+  }
+
+  /// A failure at `at`: a refused or slow connection, an attempt that ran out
+  /// of time there, a 5xx. Ejects it after outlier_ejection::consecutive_failures.
+  void failed(name n, const endpoint& at, TimePoint now) {
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end()) return;
+    entry& e = it->second;
+    expire(e, now);
+    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
+    if (position == e.endpoints.end()) return;
+    address_health& h = e.health[static_cast<std::size_t>(position - e.endpoints.begin())];
+    if (h.ejected_until > now) return; // its time out is already running
+    ++h.consecutive;
+    if (ejection_.consecutive_failures == 0 || h.consecutive < ejection_.consecutive_failures) return;
+    if (ejected_count(e, now) + 1 > ejection_allowance(e.endpoints.size())) return;
+    ++h.ejections;
+    // base × ejections, at most the maximum (no overflow on the way).
+    const duration base = ejection_.base_ejection_time;
+    const duration most = ejection_.max_ejection_time;
+    const auto times = static_cast<duration::rep>(std::min<std::uint64_t>(h.ejections, 1u << 20));
+    const duration time_out = base.count() > 0 && base > most / times ? most : std::min(base * times, most);
+    h.ejected_until = instant_after(now, time_out);
+    h.consecutive = 0;
+    ++ejections_;
+    ++ejected_now_;
+  }
+
+  /// A success at `at` (an answer the classifier did not count as the
+  /// address's failure): its run of failures ends.
+  void succeeded(name n, const endpoint& at) {
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end()) return;
+    entry& e = it->second;
+    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
+    if (position != e.endpoints.end()) e.health[static_cast<std::size_t>(position - e.endpoints.begin())].consecutive = 0;
+  }
+
+  address_stats stats(TimePoint now) {
+    std::lock_guard lock(mutex_);
+    address_stats s;
+    for (auto& [k, e] : names_) expire(e, now);
+    s.ejections = ejections_;
+    s.ejected = ejected_now_.load(std::memory_order_relaxed);
+    s.connect_races = races_;
+    return s;
+  }
+
+  /// A new connection was raced over more than one address.
+  void note_race() {
+    std::lock_guard lock(mutex_);
+    ++races_;
+  }
+
+  /// How many of a name's `n` addresses may be ejected at once.
+  std::size_t ejection_allowance(std::size_t n) const noexcept {
+    if (n < 2) return 0;
+    const std::size_t share = n * std::min(ejection_.max_ejection_percent, 100u) / 100;
+    return std::min(std::max<std::size_t>(share, 1), n - 1);
+  }
+
+private:
+  struct address_health {
+    unsigned consecutive = 0;
+    std::uint64_t ejections = 0;
+    TimePoint ejected_until{};
+  };
+  struct entry {
+    std::vector<endpoint> endpoints;
+    std::vector<address_health> health;
+    TimePoint looked_up_at{};
+    bool pinned = false;
+  };
+
+  void replace(entry& e, std::vector<endpoint> endpoints) {
+    std::vector<endpoint> kept;
+    std::vector<address_health> records;
+    for (const auto& x : endpoints) {
+      if (kept.size() == max_addresses_per_name) break;
+      if (std::find(kept.begin(), kept.end(), x) != kept.end()) continue;
+      const auto before = std::find(e.endpoints.begin(), e.endpoints.end(), x);
+      records.push_back(before == e.endpoints.end() ? address_health{}
+                                                    : e.health[static_cast<std::size_t>(before - e.endpoints.begin())]);
+      kept.push_back(x);
+    }
+    // Ejections of addresses no longer listed end with them.
+    for (std::size_t i = 0; i < e.endpoints.size(); ++i)
+      if (e.health[i].ejected_until != TimePoint{} &&
+          std::find(kept.begin(), kept.end(), e.endpoints[i]) == kept.end())
+        --ejected_now_;
+    e.endpoints = std::move(kept);
+    e.health = std::move(records);
+  }
+
+  /// Ends the ejections whose time is up: the address is back, its run of
+  /// failures cleared (its count of ejections kept, so a relapse is ejected
+  /// for longer).
+  void expire(entry& e, TimePoint now) {
+    for (address_health& h : e.health)
+      if (h.ejected_until != TimePoint{} && h.ejected_until <= now) {
+        h.ejected_until = TimePoint{};
+        h.consecutive = 0;
+        --ejected_now_;
+      }
+  }
+
+  static std::size_t ejected_count(const entry& e, TimePoint now) {
+    return static_cast<std::size_t>(
+        std::count_if(e.health.begin(), e.health.end(), [&](const address_health& h) { return h.ejected_until > now; }));
+  }
+
+  /// What `avoid` rules out for `e`: every address in it, unless that leaves
+  /// no address that is not ejected; then only its latest one, unless that
+  /// too leaves none; then nothing.
+  auto avoid_rule(const entry& e, std::span<const endpoint> avoid) const {
+    struct rule {
+      std::span<const endpoint> avoided;
+      bool operator()(const endpoint& x) const {
+        return std::find(avoided.begin(), avoided.end(), x) != avoided.end();
+      }
+    };
+    if (avoid.empty()) return rule{};
+    const auto left = [&](std::span<const endpoint> out) {
+      for (std::size_t i = 0; i < e.endpoints.size(); ++i)
+        if (e.health[i].ejected_until == TimePoint{} &&
+            std::find(out.begin(), out.end(), e.endpoints[i]) == out.end())
+          return true;
+      return false;
+    };
+    if (left(avoid)) return rule{avoid};
+    if (left(avoid.last(1))) return rule{avoid.last(1)};
+    return rule{};
+  }
+
+  struct key {
+    std::string host;
+    std::string port;
+  };
+  struct key_less {
+    using is_transparent = void;
+    static std::tuple<std::string_view, std::string_view> view(const key& k) { return {k.host, k.port}; }
+    static std::tuple<std::string_view, std::string_view> view(const name& n) { return {n.host, n.port}; }
+    template <class A, class B> bool operator()(const A& a, const B& b) const { return view(a) < view(b); }
+  };
+
+  entry& entry_of(name n) {
+    auto it = names_.find(n);
+    if (it == names_.end()) it = names_.emplace(key{std::string(n.host), std::string(n.port)}, entry{}).first;
+    return it->second;
+  }
+
+  mutable std::mutex mutex_;
+  std::map<key, entry, key_less> names_;
+  duration lookup_ttl_;
+  outlier_ejection ejection_;
+  std::uint64_t ejections_ = 0;
+  std::uint64_t races_ = 0;
+  /// Read without the lock for the common case (nothing ejected).
+  std::atomic<std::size_t> ejected_now_{0};
+};
+
+} // namespace coretry::http::detail
+
+#endif

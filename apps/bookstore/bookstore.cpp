@@ -4,6 +4,7 @@
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
 #include <coretry/latency_tracker.hpp>
+#include <coretry/http/addresses.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
 #if CORETRY_BOOKSTORE_SHARED_STATE
@@ -137,6 +138,7 @@ void validate(const options& opts) {
     throw std::invalid_argument("the reserve must be shorter than the maximum deadline");
   if (opts.shutdown_grace < milliseconds::zero()) throw std::invalid_argument("the shutdown grace may not be negative");
   if (opts.max_connections == 0) throw std::invalid_argument("at least one connection to the pricing service");
+  for (const auto& entry : opts.pricing_resolve) (void)coretry::http::parse_resolve_entry(entry);
   if (opts.gate) (void)gate_model{opts.gate_options}; // throws naming the bad option
   if (!opts.shared_state.empty()) {
 #if CORETRY_BOOKSTORE_SHARED_STATE
@@ -273,18 +275,25 @@ public:
     std::vector<::prometheus::MetricFamily> families = observer_.Collect();
     auto own = metrics_.collect(open_connections_.load());
     families.insert(families.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+    // Figures kept elsewhere (the client's, redis::shared_state's) are copied
+    // in as they are when collected: a prometheus-cpp Counter can only be
+    // incremented, so it could not mirror them.
+    const auto mirrored = [&families](const char* name, ::prometheus::MetricType type, const char* help,
+                                      double value, bool of_pricing = false) {
+      ::prometheus::ClientMetric sample;
+      if (of_pricing) sample.label.push_back({"dependency", "pricing"});
+      if (type == ::prometheus::MetricType::Counter) sample.counter.value = value;
+      else sample.gauge.value = value;
+      families.push_back({name, help, type, {std::move(sample)}});
+    };
+    const coretry::http::address_stats addresses = client_.addresses();
+    mirrored("coretry_address_ejections_total", ::prometheus::MetricType::Counter,
+             "Addresses of the dependency taken out of use after failing again and again.",
+             static_cast<double>(addresses.ejections), true);
+    mirrored("coretry_addresses_ejected", ::prometheus::MetricType::Gauge,
+             "Addresses of the dependency out of use now.", static_cast<double>(addresses.ejected), true);
 #if CORETRY_BOOKSTORE_SHARED_STATE
     if (shared_) {
-      // The fleet's figures are redis::shared_state's own counters: copied in
-      // as they are when collected (a prometheus-cpp Counter can only be
-      // incremented, so it could not mirror them).
-      const auto mirrored = [&families](const char* name, ::prometheus::MetricType type, const char* help,
-                                        double value) {
-        ::prometheus::ClientMetric sample;
-        if (type == ::prometheus::MetricType::Counter) sample.counter.value = value;
-        else sample.gauge.value = value;
-        families.push_back({name, help, type, {std::move(sample)}});
-      };
       mirrored("coretry_shared_state_up", ::prometheus::MetricType::Gauge,
                "1 while the budget and gate are shared through Redis, 0 while they are local.", shared_->up() ? 1 : 0);
       mirrored("coretry_shared_state_fallbacks_total", ::prometheus::MetricType::Counter,
@@ -335,6 +344,7 @@ private:
   static coretry::http::client_options client_options_for(const options& o) {
     coretry::http::client_options c;
     c.max_connections_per_origin = o.max_connections;
+    c.resolve = o.pricing_resolve;
     return c;
   }
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 // The bookstore of the specification: an HTTP server answering
@@ -109,6 +110,10 @@ struct options {
   std::chrono::milliseconds shutdown_grace{1000};
   /// Connections the client keeps to the pricing service.
   std::size_t max_connections = 64;
+  /// Pricing's name pinned to addresses, curl's --resolve entries
+  /// ("HOST:PORT:ADDR[,ADDR...]", coretry::http::parse_resolve_entry): a
+  /// fleet behind one name, raced and ejected by the client.
+  std::vector<std::string> pricing_resolve;
   /// Bounds on each incoming request: header 8 KiB, body 64 KiB, read buffer
   /// 16 KiB (chunk-size lines and trailers), the header within 10 s, 30 s of
   /// keep-alive silence, each response out of the socket within 10 s. Too

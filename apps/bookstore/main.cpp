@@ -128,6 +128,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--shutdown-grace", grace, "ms attempts in flight may take at shutdown before they are cancelled")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  std::vector<std::string> pricing_resolve;
+  app.add_option("--pricing-resolve", pricing_resolve,
+                 "HOST:PORT:ADDR[,ADDR...]: connect to these addresses for pricing's HOST and PORT (IPv6 as [::1]), "
+                 "as curl's --resolve; new connections race them, a retry prefers another address, one failing "
+                 "5 times in a row is left out for 30 s (longer each time); may be repeated")
+      ->allow_extra_args(false);
   app.add_option("--max-connections", max_connections, "connections to the pricing service")
       ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{10000}));
   const long long longest_timeout = coretry::serving::longest_timeout.count();
@@ -187,6 +193,7 @@ int main(int argc, char** argv) {
   opts.reserve = milliseconds{reserve};
   opts.shutdown_grace = milliseconds{grace};
   opts.max_connections = max_connections;
+  opts.pricing_resolve = pricing_resolve;
   opts.limits.header_timeout = milliseconds{header_timeout};
   opts.limits.keep_alive_timeout = milliseconds{keep_alive_timeout};
   opts.limits.send_timeout = milliseconds{send_timeout};

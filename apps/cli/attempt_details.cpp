@@ -26,6 +26,7 @@ void attempt_details::record(const boost::system::error_code& ec, const http::ex
   detail.problem = x.problem;
   detail.reached = http::to_string(x.reached);
   detail.reused_connection = x.reused_connection;
+  if (x.address) detail.address = http::to_string(*x.address);
   detail.phases = x.phases;
   if (!x.res) return;
   detail.status = x.res->result_int();

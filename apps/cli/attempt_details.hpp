@@ -1,6 +1,7 @@
 #ifndef CORETRY_CLI_ATTEMPT_DETAILS_HPP
 #define CORETRY_CLI_ATTEMPT_DETAILS_HPP
 
+#include <coretry/http/addresses.hpp>
 #include <coretry/http/classify.hpp>
 #include <coretry/http/exchange.hpp>
 
@@ -21,6 +22,7 @@ struct attempt_detail {
   std::string problem;                  ///< the validation hook's complaint, if any
   std::string_view reached = "waiting_for_connection"; ///< how far the attempt got
   bool reused_connection = false;
+  std::string address;                  ///< the connection's address ("127.0.0.2:8080"), empty without one
   phase_timings phases;           ///< where the attempt's time went
   std::optional<std::string> retry_after; ///< the Retry-After field as sent
   std::string body_start;               ///< the first bytes of the body, for diagnosis

@@ -8,6 +8,7 @@
 
 #include <common/quoting.hpp>
 #include <coretry/http/idempotency.hpp>
+#include <coretry/http/addresses.hpp>
 #include <coretry/http/proxy.hpp>
 #include <coretry/http/tls.hpp>
 #include <coretry/http/url.hpp>
@@ -398,6 +399,14 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
   }
   set_client_certificate(args, plan.client);
   set_proxy(args, http::parse_url(args.url), plan);
+  for (const auto& entry : args.resolve) {
+    try {
+      (void)http::parse_resolve_entry(entry);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--resolve: ") + e.what());
+    }
+    plan.client.resolve.push_back(entry);
+  }
 
   if (args.out_of_credits_header) plan.classifiers.push_back(out_of_credits_rule(*args.out_of_credits_header));
   if (args.permanent_5xx_body) plan.classifiers.push_back(permanent_5xx_rule(*args.permanent_5xx_body));

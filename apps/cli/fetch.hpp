@@ -21,6 +21,7 @@ struct fetch_arguments {
   std::optional<std::string> method;
   std::vector<std::string> headers;
   std::vector<std::string> data;
+  std::vector<std::string> resolve; ///< --resolve HOST:PORT:ADDR[,ADDR...]
   std::optional<std::string> output;
   std::optional<std::string> max_filesize;
   std::optional<std::string> stdout_limit;

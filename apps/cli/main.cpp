@@ -248,6 +248,14 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
               "http_proxy (lower case only), all_proxy,\n"
               "ALL_PROXY as curl reads them; -x '' turns them off",
               "URL", request);
+  fetch.add_option("--resolve", args.resolve,
+                   "connect to these addresses for HOST and PORT\n"
+                   "instead of looking HOST up (IPv6 as [::1]); new\n"
+                   "connections race them, a retry prefers another\n"
+                   "(repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("HOST:PORT:ADDR[,ADDR...]")
+      ->group(request);
   text_option(fetch, "--noproxy", args.noproxy,
               "hosts reached directly: comma-separated names\n"
               "(a domain covers its subdomains), addresses,\n"

@@ -126,9 +126,11 @@ boost::json::value json_ms(const std::optional<duration>& d) {
 } // namespace
 
 std::string describe_phases(const attempt_detail& detail) {
-  std::string text = detail.reused_connection                             ? "reused connection:"
-                     : detail.phases.reached(phase::connect)         ? "new connection:"
-                                                                           : "no connection:";
+  std::string text = detail.reused_connection                             ? "reused connection"
+                     : detail.phases.reached(phase::connect)         ? "new connection"
+                                                                           : "no connection";
+  if (!detail.address.empty()) text += " to " + detail.address;
+  text += ':';
   std::string_view separator = " ";
   for (std::size_t i = 0; i < phase_count; ++i) {
     const auto p = static_cast<phase>(i);
@@ -207,6 +209,7 @@ boost::json::object describe_outcome(const http::result& result, const attempt_d
     entry["problem"] = detail ? text_or_null(detail->problem) : nullptr;
     entry["reached"] = detail ? boost::json::value(detail->reached) : nullptr;
     entry["reused_connection"] = detail ? boost::json::value(detail->reused_connection) : nullptr;
+    entry["address"] = detail ? text_or_null(detail->address) : nullptr;
     // Milliseconds to the microsecond; null for a phase the attempt never
     // reached, and for an attempt that never asked for a connection.
     if (detail && !detail->phases.empty()) {

@@ -47,9 +47,10 @@ private:
 /// attempt produced, without its classification.
 std::string describe_attempt_result(const attempt_record& record, const attempt_detail* detail);
 
-/// "new connection: pool_wait 0.012 ms, connect 0.210 ms, ...": the phases
-/// an attempt reached, in order, with the time spent in each ("reused
-/// connection", or "no connection" when it never got one).
+/// "new connection to 127.0.0.1:8080: pool_wait 0.012 ms, connect 0.210 ms,
+/// ...": where the attempt's connection went and the phases it reached, in
+/// order, with the time spent in each ("reused connection to ...", or "no
+/// connection" when it never got one).
 std::string describe_phases(const attempt_detail& detail);
 /// "time_connect 0.222 ms, time_appconnect -, time_starttransfer 150.9 ms,
 /// time_total 151.2 ms": the same as curl's cumulative times.

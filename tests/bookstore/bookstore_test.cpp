@@ -574,6 +574,25 @@ TEST_CASE("with a percentile attempt limit, /metrics shows the attempt histogram
   CHECK(limit < 0.5);
 }
 
+TEST_CASE("--pricing-resolve pins pricing's name to addresses: a refused one is passed over, ejections are metrics") {
+  server_thread pricing;
+  const std::string port = std::to_string(port_of(pricing.url("")));
+  bookstore::options o = options_for("http://pricing:" + port + "/status/200?body=%7B%7D");
+  // Nothing listens on 127.0.0.2 at this port: refused, and 127.0.0.1 is raced next.
+  o.pricing_resolve = {"pricing:" + port + ":127.0.0.2,127.0.0.1"};
+  bookstore_runner store{o};
+  const auto bookstore_port = port_of(store->base_url());
+  for (int i = 0; i < 3; ++i) CHECK(get(bookstore_port, "/books/" + std::to_string(i)).status == 200);
+  CHECK(pricing->log().size() == 3);
+  const std::string metrics = get(bookstore_port, "/metrics").body;
+  CHECK(metric(metrics, R"(coretry_address_ejections_total{dependency="pricing"})") == 0);
+  CHECK(metric(metrics, R"(coretry_addresses_ejected{dependency="pricing"})") == 0);
+
+  bookstore::options bad = o;
+  bad.pricing_resolve = {"pricing:" + port + ":[::1"};
+  CHECK_THROWS_WITH_AS(bookstore::validate(bad), doctest::Contains("without its closing ']'"), std::invalid_argument);
+}
+
 TEST_CASE("bad options are refused with a reason") {
   bookstore::options o;
   o.pricing_url = "ftp://x";
@@ -636,7 +655,9 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--hedge-after", "0"},
         {"--pricing", "http://127.0.0.1:1/", "--hedge-after", "60001"},
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p99.9", "--attempt-floor", "500",
-         "--attempt-ceiling", "400"}}) {
+         "--attempt-ceiling", "400"},
+        {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1:nowhere"},
+        {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1"}}) {
     const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);

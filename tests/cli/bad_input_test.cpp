@@ -64,6 +64,9 @@ TEST_CASE("cli: bad input: exit 2, one line naming the problem, nothing sent") {
       {"bad idempotency key", {"--idempotency-key", "two words", "URL"}, "--idempotency-key"},
       {"out-of-credits rule without '='", {"--out-of-credits-header", "x-api-remaining-credits", "URL"}, "NAME=VALUE"},
       {"invalid regex", {"--permanent-5xx-body", "website (", "URL"}, "regular expression"},
+      {"--resolve without addresses", {"--resolve", "pricing:" + port, "URL"}, "--resolve: resolve entry"},
+      {"--resolve with a name for an address", {"--resolve", "pricing:80:localhost", "URL"}, "not an IPv4 address"},
+      {"--resolve with bare IPv6", {"--resolve", "pricing:80:::1", "URL"}, "in brackets"},
       {"unknown option", {"--frobnicate", "URL"}, "--frobnicate"},
       {"option without its value", {"URL", "--max-time"}, "--max-time"},
   };

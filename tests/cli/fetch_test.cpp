@@ -356,6 +356,41 @@ TEST_CASE("cli: the progress line: never on a pipe, shown on a terminal for a sl
   }
 }
 
+TEST_CASE("cli: --resolve: a name's fleet, where a 503 is never tried twice by one fetch") {
+  // pricing:PORT is 127.0.0.2 (answering 503) and 127.0.0.3 (answering 200).
+  std::optional<server_thread> failing, healthy;
+  for (int tries = 0; tries < 20 && !healthy; ++tries) {
+    coretry::faults::fault_server_options first;
+    first.listen = "127.0.0.2:0";
+    failing.emplace(first);
+    coretry::faults::fault_server_options second;
+    second.listen = "127.0.0.3:" + std::to_string((*failing)->port());
+    try {
+      healthy.emplace(second);
+    } catch (const boost::system::system_error&) {
+      failing.reset(); // that port is taken on 127.0.0.3: another
+    }
+  }
+  REQUIRE(healthy);
+  const std::string port = std::to_string((*failing)->port());
+  const std::string entry = "pricing:" + port + ":127.0.0.2,127.0.0.3";
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    // Each server keeps its own place in a sequence: 127.0.0.3's first step
+    // (503) is taken here, so that there it answers 200 and at 127.0.0.2 503.
+    const std::string target = "/seq/fleet" + std::to_string(i) + "?steps=503,200";
+    CHECK(run({"fetch", "--max-attempts", "1", "http://127.0.0.3:" + port + target}).status != 0);
+    const std::size_t before = (*failing)->log().size();
+    const auto r = run({"fetch", "--json", "--resolve", entry, "--backoff-initial", "0.01",
+                        "http://pricing:" + port + target});
+    check_outcome(r, 0, "succeeded", 2); // first to 127.0.0.2 (503), then to 127.0.0.3
+    const auto json = r.json();
+    CHECK(attempt(json, 0).at("address").as_string() == "127.0.0.2:" + port);
+    CHECK(attempt(json, 1).at("address").as_string() == "127.0.0.3:" + port);
+    CHECK((*failing)->log().size() == before + 1);
+  }
+}
+
 TEST_CASE("cli: -v and --json: each attempt's phases, and curl's cumulative times") {
   server_thread server;
   // Attempt 1 opens the connection and gets a 502 at once; attempt 2 reuses
@@ -364,8 +399,10 @@ TEST_CASE("cli: -v and --json: each attempt's phases, and curl's cumulative time
   const auto verbose = run({"fetch", "-v", "--backoff-initial", "0.01", url});
   CHECK(verbose.status == 0);
   INFO("stderr: " << verbose.err);
-  const auto first = verbose.err.find("new connection: pool_wait ");
-  const auto second = verbose.err.find("reused connection: pool_wait ");
+  // Each says where its connection went.
+  const std::string address = server.url("").substr(std::string("http://").size());
+  const auto first = verbose.err.find("new connection to " + address + ": pool_wait ");
+  const auto second = verbose.err.find("reused connection to " + address + ": pool_wait ");
   REQUIRE(first != std::string::npos);
   REQUIRE(second != std::string::npos);
   CHECK(first < second);
@@ -382,6 +419,8 @@ TEST_CASE("cli: -v and --json: each attempt's phases, and curl's cumulative time
   const auto& reused = attempt(json, 1);
   CHECK_FALSE(opened.at("reused_connection").as_bool());
   CHECK(reused.at("reused_connection").as_bool());
+  CHECK(opened.at("address").as_string() == address);
+  CHECK(reused.at("address").as_string() == address);
   const auto& opened_phases = opened.at("phases_ms").as_object();
   const auto& reused_phases = reused.at("phases_ms").as_object();
   for (const char* name : {"pool_wait", "lookup", "connect", "tls", "write", "first_byte", "read"}) {

@@ -10,7 +10,7 @@
 set -euo pipefail
 build=$1; path=$2; at=$3; secs=$4
 work=$(mktemp -d)
-"$build/apps/cli/coretry" faults --listen 127.0.0.1:0 >"$work/p.out" 2>&1 &
+"$build/apps/cli/coretry" faults --listen 127.0.0.1:0 --max-clients "${PRICING_MAX_CLIENTS:-512}" >"$work/p.out" 2>&1 &
 ppid_=$!
 for _ in $(seq 100); do grep -q listening "$work/p.out" 2>/dev/null && break; sleep 0.1; done
 purl=$(grep -o 'http://[0-9.:]*' "$work/p.out" | head -1)

@@ -241,3 +241,19 @@ TEST_CASE("resolve entries: curl's HOST:PORT:ADDR[,ADDR...], read strictly") {
   CHECK(coretry::http::to_string(ep("127.0.0.2", 81)) == "127.0.0.2:81");
   CHECK(coretry::http::to_string(ep("::1", 81)) == "[::1]:81");
 }
+
+TEST_CASE("address book: at most max_names names are kept, the one looked up longest ago forgotten, pins never") {
+  using coretry::http::detail::max_names;
+  book_type book(1h, ejection());
+  book.pin({"pinned", "80"}, {ep("127.0.0.9", 80)});
+  book.store({"first", "80"}, {ep("127.0.0.2", 80)}, t0);
+  std::vector<std::string> hosts;
+  for (std::size_t i = 0; i + 2 < max_names; ++i) hosts.push_back("host" + std::to_string(i));
+  for (const auto& host : hosts) book.store({host, "80"}, {ep("127.0.0.3", 80)}, t0 + 1s);
+  CHECK_FALSE(book.needs_lookup({"first", "80"}, t0 + 2s)); // 1,024 names: all kept
+  book.store({"one-more", "80"}, {ep("127.0.0.4", 80)}, t0 + 2s);
+  CHECK(book.needs_lookup({"first", "80"}, t0 + 2s)); // forgotten
+  CHECK_FALSE(book.needs_lookup({"host0", "80"}, t0 + 2s));
+  CHECK_FALSE(book.needs_lookup({"one-more", "80"}, t0 + 2s));
+  CHECK(book.pinned({"pinned", "80"}));
+}

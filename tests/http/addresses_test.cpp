@@ -7,6 +7,7 @@
 #include "hostile_server.hpp"
 
 #include "policies.hpp"
+#include "skip.hpp"
 
 #include <coretry/http/client.hpp>
 
@@ -241,6 +242,17 @@ TEST_CASE("many addresses: five 503s in a row eject an address, tried again afte
   CHECK(f.requests(0) == 6);
 }
 
+TEST_CASE("many addresses: a 501 is the request's failure, not the address's: nothing is ejected") {
+  const std::vector<std::string> addresses{"127.0.0.2", "127.0.0.3"};
+  fleet f(addresses, {status_always(501), status_always(200)});
+  coretry_tests::blocking_client c(pinned(f.resolve(addresses)));
+  coretry::policy once = coretry::test::loopback_policy(10s, 2s);
+  once.max_attempts = 1;
+  for (int i = 0; i < 8; ++i) CHECK_FALSE(c.send(beast_http::verb::get, f.url(), with_policy(once)).succeeded());
+  CHECK(f.requests(0) == 8);
+  CHECK(c.client.addresses().ejections == 0);
+}
+
 TEST_CASE("many addresses: a hedge goes to another address than the attempt it backs up") {
   const std::vector<std::string> addresses{"127.0.0.2", "127.0.0.3"};
   fleet f(addresses, {status_always(200, 1500ms), status_always(200)});
@@ -261,7 +273,7 @@ TEST_CASE("many addresses: IPv6 and IPv4 together, the families interleaved") {
   try {
     v6 = std::make_unique<hostile_server>(std::vector<hostile_server::script>{status_always(200)}, "::1", 0);
   } catch (const boost::system::system_error&) {
-    MESSAGE("skipped: this machine cannot listen on ::1");
+    coretry::test::skip_test("this machine cannot listen on ::1");
     return;
   }
   const std::string port = std::to_string(v6->port());
@@ -303,8 +315,8 @@ TEST_CASE("many addresses: options that make no sense are refused, naming the pr
   };
   refused(pinned("pricing:80:not-an-address"), "resolve entry \"pricing:80:not-an-address\"");
   coretry::http::client_options o;
-  o.connection_attempt_delay = -1ms;
-  refused(o, "connection_attempt_delay must not be negative");
+  o.connection_attempt_delay = 9ms;
+  refused(o, "connection_attempt_delay must be at least 10 ms");
   o = {};
   o.lookup_ttl = -1ms;
   refused(o, "lookup_ttl must not be negative");
@@ -312,8 +324,11 @@ TEST_CASE("many addresses: options that make no sense are refused, naming the pr
   o.ejection.max_ejection_percent = 101;
   refused(o, "max_ejection_percent must be at most 100");
   o = {};
-  o.ejection.base_ejection_time = -1s;
-  refused(o, "base_ejection_time");
+  o.ejection.base_ejection_time = 0s;
+  refused(o, "base_ejection_time must be positive");
+  o = {};
+  o.ejection.max_ejection_time = 10s;
+  refused(o, "max_ejection_time at least as long");
   o = {};
   o.resolve.assign(1025, "pricing:80:127.0.0.1");
   refused(o, "more than 1024 resolve entries");

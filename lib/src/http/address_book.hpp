@@ -28,6 +28,9 @@ namespace coretry::http::detail {
 
 /// Addresses of one name kept at most: a lookup that returns more is cut.
 inline constexpr std::size_t max_addresses_per_name = 64;
+/// Names kept at most (besides pins): beyond it the one looked up longest
+/// ago is forgotten.
+inline constexpr std::size_t max_names = 1024;
 
 /// `endpoints` reordered as Happy Eyeballs v2 asks (RFC 8305 §4): the
 /// families alternate, starting with the family of the first; within a
@@ -131,6 +134,8 @@ public:
   bool suits(name n, const endpoint& at, std::span<const endpoint> avoid, TimePoint now) {
     if (avoid.empty() && ejected_now_.load(std::memory_order_relaxed) == 0) return true;
     std::lock_guard lock(mutex_);
+    if (now >= next_return_) expire_all(now); // an ejection on a name nobody uses any more ends too
+    if (avoid.empty() && ejected_now_.load(std::memory_order_relaxed) == 0) return true;
     const auto it = names_.find(n);
     if (it == names_.end()) return true;
     entry& e = it->second;
@@ -169,6 +174,7 @@ public:
     const duration time_out = base.count() > 0 && base > most / times ? most : std::min(base * times, most);
     h.ejected_until = instant_after(now, time_out);
     h.consecutive = 0;
+    next_return_ = std::min(next_return_, h.ejected_until);
     ++ejections_;
     ++ejected_now_;
   }
@@ -187,7 +193,7 @@ public:
   address_stats stats(TimePoint now) {
     std::lock_guard lock(mutex_);
     address_stats s;
-    for (auto& [k, e] : names_) expire(e, now);
+    expire_all(now);
     s.ejections = ejections_;
     s.ejected = ejected_now_.load(std::memory_order_relaxed);
     s.connect_races = races_;
@@ -252,6 +258,16 @@ private:
       }
   }
 
+  /// expire() for every name; next_return_ becomes the earliest return left.
+  void expire_all(TimePoint now) {
+    next_return_ = TimePoint::max();
+    for (auto& [k, e] : names_) {
+      expire(e, now);
+      for (const address_health& h : e.health)
+        if (h.ejected_until != TimePoint{}) next_return_ = std::min(next_return_, h.ejected_until);
+    }
+  }
+
   static std::size_t ejected_count(const entry& e, TimePoint now) {
     return static_cast<std::size_t>(
         std::count_if(e.health.begin(), e.health.end(), [&](const address_health& h) { return h.ejected_until > now; }));
@@ -293,8 +309,23 @@ private:
 
   entry& entry_of(name n) {
     auto it = names_.find(n);
-    if (it == names_.end()) it = names_.emplace(key{std::string(n.host), std::string(n.port)}, entry{}).first;
-    return it->second;
+    if (it != names_.end()) return it->second;
+    if (names_.size() >= max_names) {
+      // A client that talks to many hosts (URLs from outside) must not keep
+      // them all: the name looked up longest ago goes (never a pin), with
+      // whatever it knew.
+      auto oldest = names_.end();
+      for (auto candidate = names_.begin(); candidate != names_.end(); ++candidate)
+        if (!candidate->second.pinned &&
+            (oldest == names_.end() || candidate->second.looked_up_at < oldest->second.looked_up_at))
+          oldest = candidate;
+      if (oldest != names_.end()) {
+        for (const address_health& h : oldest->second.health)
+          if (h.ejected_until != TimePoint{}) --ejected_now_;
+        names_.erase(oldest);
+      }
+    }
+    return names_.emplace(key{std::string(n.host), std::string(n.port)}, entry{}).first->second;
   }
 
   mutable std::mutex mutex_;
@@ -303,6 +334,8 @@ private:
   outlier_ejection ejection_;
   std::uint64_t ejections_ = 0;
   std::uint64_t races_ = 0;
+  TimePoint next_return_ = TimePoint::max(); ///< no ejection ends before
+
   /// Read without the lock for the common case (nothing ejected).
   std::atomic<std::size_t> ejected_now_{0};
 };

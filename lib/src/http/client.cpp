@@ -51,11 +51,12 @@ client_options checked(client_options o) {
   if (o.line_limit == 0) refuse("line_limit must be at least 1 byte");
   if (o.certificate_file.empty() && !o.private_key_file.empty())
     refuse("private_key_file is given without certificate_file");
-  if (o.connection_attempt_delay < duration::zero())
-    refuse("connection_attempt_delay must not be negative (zero: every address at once)");
+  if (o.connection_attempt_delay < std::chrono::milliseconds(10))
+    refuse("connection_attempt_delay must be at least 10 ms (RFC 8305)");
   if (o.lookup_ttl < duration::zero()) refuse("lookup_ttl must not be negative (zero: a lookup per new connection)");
-  if (o.ejection.base_ejection_time < duration::zero() || o.ejection.max_ejection_time < duration::zero())
-    refuse("ejection.base_ejection_time and ejection.max_ejection_time must not be negative");
+  if (o.ejection.base_ejection_time <= duration::zero() || o.ejection.max_ejection_time < o.ejection.base_ejection_time)
+    refuse("ejection.base_ejection_time must be positive and ejection.max_ejection_time at least as long "
+           "(ejection.consecutive_failures = 0 turns ejection off)");
   if (o.ejection.max_ejection_percent > 100) refuse("ejection.max_ejection_percent must be at most 100");
   if (o.resolve.size() > max_resolve_entries) refuse("more than 1024 resolve entries");
   for (const auto& entry : o.resolve) {
@@ -252,14 +253,14 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
     // connection to another is preferred when there is one.
     std::array<asio::ip::tcp::endpoint, used_addresses::capacity> used_list;
     const std::span<const asio::ip::tcp::endpoint> avoid(used_list.data(), prepared->used.copy(used_list));
-    const auto suits = [&](const connection& c) {
-      return state->book.suits(target, c.peer, avoid, phase_timings::clock::now());
-    };
+    phase_timings::clock::time_point lease_at; // the time leases are judged at
+    const auto suits = [&](const connection& c) { return state->book.suits(target, c.peer, avoid, lease_at); };
     const auto cancel_state = co_await asio::this_coro::cancellation_state;
     for (;;) {
       // One clock read per change of phase: this one starts the wait for a
       // connection; each later phase's start ends the one before.
-      x.phases.enter(phase::pool_wait, phase_timings::clock::now());
+      lease_at = phase_timings::clock::now();
+      x.phases.enter(phase::pool_wait, lease_at);
       std::optional<lease> held = state->pool.try_lease(key, suits);
       while (!held) {
         if (cancellation_requested(cancel_state)) {
@@ -271,6 +272,7 @@ asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_o
           x.error = ec;
           co_return ended(x, *prepared, context.number);
         }
+        lease_at = phase_timings::clock::now();
         if (auto again = state->pool.try_lease(key, suits)) held.emplace(std::move(*again));
       }
 
@@ -368,19 +370,24 @@ verdict classify_attempt(const detail::prepared_request& request, const error_co
 verdict client::classify(detail::client_state& state, const detail::prepared_request& request, const error_code& ec,
                          const exchange& x) {
   verdict v = classify_attempt(request, ec, x);
-  if (x.address) {
+  if (x.address && !request.where.proxy) {
     // How the address did: an answer below 500 ends its run of failures; a
-    // 5xx, an attempt that ran out of time there, or a connection that the
-    // other end closed or reset under it (or the connect timeout ended) is
-    // one more. An answer the client refused (too large, malformed) is not
-    // the address's fault; an attempt cancelled for other reasons (a hedge
-    // that lost) says nothing.
+    // 5xx the classifier takes as transient, an attempt that ran out of
+    // time on a connection to it, or a new connection that the other end
+    // closed or reset under it (or the idle limit ended) is one more. A
+    // reused connection closed under it is the usual end of a kept-alive
+    // connection; an answer the client refused (too large, malformed), a
+    // 501 or 505, are not the address's doing; an attempt cancelled for
+    // other reasons (a hedge that lost) says nothing. Through a proxy the
+    // address is the proxy's and the answer the origin's: nothing is told
+    // (the proxy's connection failures are, when connecting).
     const detail::name_and_port target = detail::connection_target(request.where);
     const bool timed_out = ec == attempt_error::timed_out;
-    const bool server_error = x.res && x.res->result_int() >= 500;
-    const bool broke = !ec && !x.res && (detail::closed_by_peer(x.error) || x.error == asio::error::timed_out);
+    const bool server_error = x.res && x.res->result_int() >= 500 && v.status == attempt_status::transient;
+    const bool broke = !ec && !x.res && !x.reused_connection &&
+                       (detail::closed_by_peer(x.error) || x.error == asio::error::timed_out);
     if (timed_out || server_error || broke) state.book.failed(target, *x.address, phase_timings::clock::now());
-    else if (x.res) state.book.succeeded(target, *x.address);
+    else if (x.res && x.res->result_int() < 500) state.book.succeeded(target, *x.address);
   }
   return v;
 }

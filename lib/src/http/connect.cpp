@@ -165,8 +165,7 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
       tcp::socket socket(ex);
       auto [connect_ec] = co_await socket.async_connect(order.front(), asio::as_tuple(asio::use_awaitable));
       if (connect_ec) {
-        if (connect_ec != asio::error::operation_aborted)
-          c.book.failed(target, order.front(), phase_timings::clock::now());
+        if (address_failed(connect_ec)) c.book.failed(target, order.front(), phase_timings::clock::now());
         co_return connect_ec;
       }
       connected.emplace(std::move(socket));

@@ -45,6 +45,12 @@ struct race_state {
 
 } // namespace
 
+bool address_failed(const error_code& ec) noexcept {
+  return ec == asio::error::connection_refused || ec == asio::error::connection_reset ||
+         ec == asio::error::connection_aborted || ec == asio::error::host_unreachable ||
+         ec == asio::error::network_unreachable || ec == asio::error::timed_out;
+}
+
 asio::awaitable<race_result> race_connect(const std::vector<tcp::endpoint>& endpoints, duration attempt_delay,
                                           const std::function<void(const tcp::endpoint&)>& failed) {
   const auto ex = co_await asio::this_coro::executor;
@@ -83,13 +89,15 @@ asio::awaitable<race_result> race_connect(const std::vector<tcp::endpoint>& endp
       result.error = asio::error::operation_aborted;
       break;
     }
-    if (state->failures > failures_seen) {
-      failures_seen = state->failures;
-      if (next < endpoints.size()) {
-        start_next(); // a failure starts the next address at once
-        continue;
+    if (state->failures > failures_seen && next < endpoints.size()) {
+      // Each failure starts the next address at once.
+      while (state->failures > failures_seen && next < endpoints.size()) {
+        ++failures_seen;
+        start_next();
       }
+      continue;
     }
+    failures_seen = state->failures;
     if (next < endpoints.size() && clock_type::now() >= next_start) {
       start_next();
       continue;
@@ -102,12 +110,16 @@ asio::awaitable<race_result> race_connect(const std::vector<tcp::endpoint>& endp
     co_await state->wake.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 
-  // Each address that failed is told, and each the winner outran.
+  // Each address that failed is told, and each that the winner outran
+  // although it started first, by at least the attempt delay.
   const auto ended_at = clock_type::now();
+  const auto winner_started = state->winner ? state->contenders[*state->winner].started : clock_type::time_point{};
   for (std::size_t i = 0; i < state->contenders.size(); ++i) {
     contender& c = state->contenders[i];
     if (state->winner && i == *state->winner) continue;
-    if (c.error || (state->winner && !c.done && ended_at - c.started >= attempt_delay)) failed(c.at);
+    const bool outran = state->winner && !c.done && c.started < winner_started &&
+                        ended_at - c.started >= (ended_at - winner_started) + attempt_delay;
+    if (address_failed(c.error) || outran) failed(c.at);
     error_code ignored;
     c.socket.close(ignored); // a connect still running completes, aborted, into the shared state
   }

@@ -35,9 +35,10 @@ resolve_entry parse_resolve_entry(std::string_view text);
 std::string to_string(const boost::asio::ip::tcp::endpoint& at);
 
 /// When an address is taken out of use for a while: after
-/// `consecutive_failures` failures in a row at it (a connection refused or
-/// not made within the connection attempt delay while another address's
-/// was, an attempt that ran out its time there, a 5xx answer from it), for
+/// `consecutive_failures` failures in a row at it (a connection refused,
+/// reset or unreachable, or outrun by a later address's by the connection
+/// attempt delay; an attempt that ran out its time there; a 5xx answer from
+/// it that the classifier takes as transient), for
 /// `base_ejection_time` times the number of times it has been ejected, at
 /// most `max_ejection_time`. Never more than `max_ejection_percent` of a
 /// name's addresses at once, but one when the name has two or more (and
@@ -46,8 +47,8 @@ std::string to_string(const boost::asio::ip::tcp::endpoint& at);
 struct outlier_ejection {
   /// Zero: addresses are never ejected.
   unsigned consecutive_failures = 5;
-  duration base_ejection_time = std::chrono::seconds(30);
-  duration max_ejection_time = std::chrono::seconds(300);
+  duration base_ejection_time = std::chrono::seconds(30); ///< positive
+  duration max_ejection_time = std::chrono::seconds(300); ///< at least base_ejection_time
   /// 0 to 100.
   unsigned max_ejection_percent = 50;
 };

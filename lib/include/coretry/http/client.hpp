@@ -80,6 +80,7 @@ struct client_options {
   /// this long without an answer from the one before (at once when one
   /// fails), families interleaved, inside the connect timeout and the
   /// attempt's deadline; the first to connect wins, the others are closed.
+  /// At least 10 ms (RFC 8305).
   duration connection_attempt_delay = std::chrono::milliseconds(250);
   /// How long a lookup's addresses are used before the name is looked up
   /// again (also at once when every address failed at its last try). Zero:

@@ -261,6 +261,25 @@ int main(int argc, char** argv) {
               "%+.2f allocations/op\n",
               sums[observed].ns_per_op / sums[plain].ns_per_op, observed_min, observed_max,
               sums[observed].allocs_per_op - sums[plain].allocs_per_op);
+  {
+    // The rounds above run the fixed and the observed limit far apart in
+    // time, and this machine's speed drifts in between: back-to-back pairs,
+    // in alternating order, and the median of their ratios, say more.
+    constexpr int pairs = 21;
+    std::vector<double> ratios;
+    for (int i = 0; i < pairs; ++i) {
+      const bool observed_first = i % 2 == 1;
+      const measurement first = observed_first ? run_retry_observed(operations / 4)
+                                               : run_retry(operations / 4, context_kind::single_threaded);
+      const measurement second = observed_first ? run_retry(operations / 4, context_kind::single_threaded)
+                                                : run_retry_observed(operations / 4);
+      ratios.push_back(observed_first ? first.ns_per_op / second.ns_per_op : second.ns_per_op / first.ns_per_op);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("  observed / fixed limit, %d back-to-back pairs of %d operations: median %.3f x ns/op "
+                "(quartiles %.3f and %.3f)\n",
+                pairs, operations / 4, ratios[pairs / 2], ratios[pairs / 4], ratios[3 * pairs / 4]);
+  }
   bench_backoff(pending);
   return 0;
 }

@@ -36,6 +36,7 @@ lock = threading.Lock()
 log = open(sys.argv[2], "a", buffering=1)
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     def do_GET(self):
         with lock: log.write("%.6f\n" % time.time())
         self.send_response(503); self.send_header("Content-Length", "0"); self.end_headers()

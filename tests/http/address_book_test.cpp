@@ -122,6 +122,28 @@ TEST_CASE("address book: an ejected address returns after base x ejections, exac
   CHECK(book.suits(pricing, ep("127.0.0.2"), {}, t2 + 90s));
 }
 
+TEST_CASE("address book: an address back from its ejection gets the next new connection, once") {
+  book_type book(1h, ejection());
+  book.pin(pricing, {ep("127.0.0.2"), ep("127.0.0.3"), ep("127.0.0.4")});
+  fail(book, ep("127.0.0.3"), 5, t0);
+  CHECK(book.suits(pricing, ep("127.0.0.2"), {}, t0 + 29s));
+  // Its time is up: pooled connections elsewhere do not suit until a new
+  // connection has tried it (unless the operation already used it).
+  CHECK_FALSE(book.suits(pricing, ep("127.0.0.2"), {}, t0 + 30s));
+  CHECK(book.suits(pricing, ep("127.0.0.3"), {}, t0 + 30s));
+  const std::array<endpoint, 1> used{ep("127.0.0.3")};
+  CHECK(book.suits(pricing, ep("127.0.0.2"), used, t0 + 30s));
+  CHECK(order(book, {}, t0 + 30s) == std::vector<endpoint>{ep("127.0.0.3"), ep("127.0.0.2"), ep("127.0.0.4")});
+  CHECK(book.suits(pricing, ep("127.0.0.2"), {}, t0 + 30s));
+  CHECK(order(book, {}, t0 + 30s) == std::vector<endpoint>{ep("127.0.0.2"), ep("127.0.0.3"), ep("127.0.0.4")});
+  // Ejected again before any connection tried it: nothing is forced.
+  fail(book, ep("127.0.0.3"), 5, t0 + 40s);
+  CHECK(book.suits(pricing, ep("127.0.0.2"), {}, t0 + 40s + 60s - 1ns));
+  CHECK_FALSE(book.suits(pricing, ep("127.0.0.2"), {}, t0 + 40s + 60s));
+  fail(book, ep("127.0.0.3"), 5, t0 + 101s);
+  CHECK(book.suits(pricing, ep("127.0.0.2"), {}, t0 + 101s));
+}
+
 TEST_CASE("address book: the ejection time stops at its maximum") {
   coretry::http::outlier_ejection e = ejection(1);
   e.base_ejection_time = 100s;

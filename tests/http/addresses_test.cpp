@@ -237,9 +237,16 @@ TEST_CASE("many addresses: five 503s in a row eject an address, tried again afte
 
   std::this_thread::sleep_for(450ms);
   CHECK(c.client.addresses().ejected == 0);
-  c.client.close_idle(); // a new connection tries the addresses in their order again
+  // Back: the next operation gets a new connection to it, although a pooled
+  // one to 127.0.0.3 is idle. Still failing, it is ejected again after five
+  // more, for twice as long.
   CHECK_FALSE(c.send(beast_http::verb::get, f.url(), with_policy(once)).succeeded());
   CHECK(f.requests(0) == 6);
+  for (int i = 0; i < 4; ++i) CHECK_FALSE(c.send(beast_http::verb::get, f.url(), with_policy(once)).succeeded());
+  CHECK(f.requests(0) == 10);
+  CHECK(c.client.addresses().ejections == 2);
+  CHECK(c.send(beast_http::verb::get, f.url(), with_policy(once)).succeeded());
+  CHECK(f.requests(0) == 10);
 }
 
 TEST_CASE("many addresses: a 501 is the request's failure, not the address's: nothing is ejected") {

@@ -114,14 +114,25 @@ public:
     if (it == names_.end()) return {};
     entry& e = it->second;
     expire(e, now);
-    std::vector<endpoint> good, rest, ejected;
+    std::vector<endpoint> returning, good, rest, ejected;
     const auto avoided = avoid_rule(e, avoid);
     for (std::size_t i = 0; i < e.endpoints.size(); ++i) {
-      if (e.health[i].ejected_until > now) ejected.push_back(e.endpoints[i]);
-      else if (avoided(e.endpoints[i])) rest.push_back(e.endpoints[i]);
-      else good.push_back(e.endpoints[i]);
+      address_health& h = e.health[i];
+      if (h.ejected_until > now) {
+        ejected.push_back(e.endpoints[i]);
+      } else if (avoided(e.endpoints[i])) {
+        rest.push_back(e.endpoints[i]);
+      } else if (h.returning) {
+        // Back from an ejection: this connection tries it first, once.
+        returning.push_back(e.endpoints[i]);
+        h.returning = false;
+        --returning_now_;
+      } else {
+        good.push_back(e.endpoints[i]);
+      }
     }
-    std::vector<endpoint> out = interleave_families(good);
+    std::vector<endpoint> out = interleave_families(returning);
+    for (const auto& x : interleave_families(good)) out.push_back(x);
     for (const auto* group : {&rest, &ejected})
       for (const auto& x : interleave_families(*group)) out.push_back(x);
     return out;
@@ -132,10 +143,14 @@ public:
   /// another address of `name` is neither. Cheap when nothing is avoided and
   /// nothing is ejected (every attempt of a healthy dependency).
   bool suits(name n, const endpoint& at, std::span<const endpoint> avoid, TimePoint now) {
-    if (avoid.empty() && ejected_now_.load(std::memory_order_relaxed) == 0) return true;
+    const auto nothing_special = [&] {
+      return avoid.empty() && ejected_now_.load(std::memory_order_relaxed) == 0 &&
+             returning_now_.load(std::memory_order_relaxed) == 0;
+    };
+    if (nothing_special()) return true;
     std::lock_guard lock(mutex_);
     if (now >= next_return_) expire_all(now); // an ejection on a name nobody uses any more ends too
-    if (avoid.empty() && ejected_now_.load(std::memory_order_relaxed) == 0) return true;
+    if (nothing_special()) return true;
     const auto it = names_.find(n);
     if (it == names_.end()) return true;
     entry& e = it->second;
@@ -148,7 +163,14 @@ public:
       // lookup can shrink the list) is an ejected one used.
       return std::all_of(e.health.begin(), e.health.end(), [&](const address_health& h) { return h.ejected_until > now; });
     }
-    return !avoid_rule(e, avoid)(at);
+    const auto avoided = avoid_rule(e, avoid);
+    if (avoided(at)) return false;
+    // An address back from an ejection gets a new connection (so that it is
+    // tried again at all: the pooled ones go elsewhere): until one is made,
+    // a pooled connection to another address does not suit.
+    for (std::size_t i = 0; i < e.endpoints.size(); ++i)
+      if (e.health[i].returning && i != index && !avoided(e.endpoints[i])) return false;
+    return true;
   }
 
   /// A failure at `at`: a refused or slow connection, an attempt that ran out
@@ -174,6 +196,10 @@ public:
     const duration time_out = base.count() > 0 && base > most / times ? most : std::min(base * times, most);
     h.ejected_until = instant_after(now, time_out);
     h.consecutive = 0;
+    if (h.returning) {
+      h.returning = false;
+      --returning_now_;
+    }
     next_return_ = std::min(next_return_, h.ejected_until);
     ++ejections_;
     ++ejected_now_;
@@ -218,6 +244,8 @@ private:
     unsigned consecutive = 0;
     std::uint64_t ejections = 0;
     TimePoint ejected_until{};
+    /// Back from an ejection, and no new connection has tried it yet.
+    bool returning = false;
   };
   struct entry {
     std::vector<endpoint> endpoints;
@@ -239,9 +267,10 @@ private:
     }
     // Ejections of addresses no longer listed end with them.
     for (std::size_t i = 0; i < e.endpoints.size(); ++i)
-      if (e.health[i].ejected_until != TimePoint{} &&
-          std::find(kept.begin(), kept.end(), e.endpoints[i]) == kept.end())
-        --ejected_now_;
+      if (std::find(kept.begin(), kept.end(), e.endpoints[i]) == kept.end()) {
+        if (e.health[i].ejected_until != TimePoint{}) --ejected_now_;
+        if (e.health[i].returning) --returning_now_;
+      }
     e.endpoints = std::move(kept);
     e.health = std::move(records);
   }
@@ -255,6 +284,8 @@ private:
         h.ejected_until = TimePoint{};
         h.consecutive = 0;
         --ejected_now_;
+        if (!h.returning) ++returning_now_;
+        h.returning = true;
       }
   }
 
@@ -320,8 +351,10 @@ private:
             (oldest == names_.end() || candidate->second.looked_up_at < oldest->second.looked_up_at))
           oldest = candidate;
       if (oldest != names_.end()) {
-        for (const address_health& h : oldest->second.health)
+        for (const address_health& h : oldest->second.health) {
           if (h.ejected_until != TimePoint{}) --ejected_now_;
+          if (h.returning) --returning_now_;
+        }
         names_.erase(oldest);
       }
     }
@@ -338,6 +371,8 @@ private:
 
   /// Read without the lock for the common case (nothing ejected).
   std::atomic<std::size_t> ejected_now_{0};
+  /// Addresses back from an ejection that no new connection has tried yet.
+  std::atomic<std::size_t> returning_now_{0};
 };
 
 } // namespace coretry::http::detail

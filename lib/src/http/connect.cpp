@@ -128,18 +128,12 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
   const std::string& host = where.proxy ? where.proxy->host : where.host;
   const std::string& port = where.proxy ? where.proxy->port : where.port;
   const name_and_port target{host, port};
+  std::vector<tcp::endpoint> order;
   if (const auto address = literal_endpoint(host, port)) {
     // An address needs no lookup. Asio 1.81 runs lookups one at a time on a
     // background thread, where cancellation cannot reach a getaddrinfo
     // already running: a slow DNS server would hold this attempt up too.
-    x.reached = stage::connecting;
-    x.phases.enter(phase::connect, phase_timings::clock::now());
-    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
-    tcp::socket socket(ex);
-    auto [connect_ec] = co_await socket.async_connect(*address, asio::as_tuple(asio::use_awaitable));
-    if (connect_ec) co_return connect_ec;
-    connected.emplace(std::move(socket));
-    peer = *address;
+    order.push_back(*address);
   } else {
     if (c.book.needs_lookup(target, phase_timings::clock::now())) {
       x.reached = stage::resolving;
@@ -155,30 +149,31 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
       }
       c.book.store(target, std::move(found), phase_timings::clock::now());
     }
-    const std::vector<tcp::endpoint> order = c.book.order(target, avoid, phase_timings::clock::now());
+    order = c.book.order(target, avoid, phase_timings::clock::now());
     if (order.empty()) co_return asio::error::host_not_found;
+  }
 
-    x.reached = stage::connecting;
-    x.phases.enter(phase::connect, phase_timings::clock::now());
-    if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
-    if (order.size() == 1) {
-      tcp::socket socket(ex);
-      auto [connect_ec] = co_await socket.async_connect(order.front(), asio::as_tuple(asio::use_awaitable));
-      if (connect_ec) {
-        if (address_failed(connect_ec)) c.book.failed(target, order.front(), phase_timings::clock::now());
-        co_return connect_ec;
-      }
-      connected.emplace(std::move(socket));
-      peer = order.front();
-    } else {
-      c.book.note_race();
-      race_result raced = co_await race_connect(order, c.attempt_delay, [&](const tcp::endpoint& failed) {
-        c.book.failed(target, failed, phase_timings::clock::now());
-      });
-      if (raced.error) co_return raced.error;
-      connected.emplace(std::move(*raced.socket));
-      peer = raced.winner;
+  x.reached = stage::connecting;
+  x.phases.enter(phase::connect, phase_timings::clock::now());
+  if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
+  if (order.size() == 1) {
+    tcp::socket socket(ex);
+    auto [connect_ec] = co_await socket.async_connect(order.front(), asio::as_tuple(asio::use_awaitable));
+    if (connect_ec) {
+      // (An IP-address host is not in the book: telling it is a no-op.)
+      if (address_failed(connect_ec)) c.book.failed(target, order.front(), phase_timings::clock::now());
+      co_return connect_ec;
     }
+    connected.emplace(std::move(socket));
+    peer = order.front();
+  } else {
+    c.book.note_race();
+    race_result raced = co_await race_connect(order, c.attempt_delay, [&](const tcp::endpoint& failed) {
+      c.book.failed(target, failed, phase_timings::clock::now());
+    });
+    if (raced.error) co_return raced.error;
+    connected.emplace(std::move(*raced.socket));
+    peer = raced.winner;
   }
   tcp::socket& socket = *connected;
   x.address = peer;

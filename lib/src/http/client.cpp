@@ -1,34 +1,27 @@
-// The client and one attempt of a request: lease a connection, connect if
-// needed, exchange, give the connection back. The rest of the transport is
-// beside it, one concept to a file:
+// The client: its options checked, its requests prepared, their attempts
+// classified. The rest of the transport is beside it, one concept to a file:
+//   client_state.hpp        what a client shares with its requests and attempts
 //   url.cpp                 reading a URL strictly (coretry/http/url.hpp)
 //   prepare.hpp/.cpp        from URL, request and options to what each attempt sends
 //   pool.hpp                connections per origin, leases, waiters, idle expiry
 //   connect.hpp/.cpp        the connection, TLS context, lookup, TCP connect, handshake
 //   tunnel.hpp/.cpp         CONNECT through a proxy, its answer read within bounds
 //   proxy.cpp               proxy URLs, NO_PROXY lists, the environment's proxies
-//   exchange_io.hpp/.cpp    writing the request and the bounded read of the response
+//   attempt_op.hpp/.cpp     one attempt, a composed operation: lease, connect if
+//                           needed, write, the bounded read of the response
 //   response_reading.hpp    the sans-I/O steps of that read
 // Deadlines inside an attempt (connect, idle) use coretry::async_with_deadline.
 
 #include <coretry/http/client.hpp>
 
+#include <coretry/detail/block_cache.hpp>
 #include <coretry/http/proxy.hpp>
 #include <coretry/http/tls.hpp>
-#include <coretry/with_deadline.hpp>
 
-#include "connect.hpp"
-#include "exchange_io.hpp"
-#include "pool.hpp"
+#include "attempt_op.hpp"
+#include "client_state.hpp"
 #include "prepare.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
-#include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -90,70 +83,6 @@ std::shared_ptr<const proxy_route> route_of(const std::string& proxy) {
                   std::move(parts.shown)});
 }
 
-struct client_state {
-  client_state(asio::any_io_executor ex, client_options o)
-      : executor(std::move(ex)), options(checked(std::move(o))),
-        pool(executor, options.max_connections_per_origin, options.pool_idle_timeout),
-        book(options.lookup_ttl, options.ejection), tls(options), proxy(route_of(options.proxy)) {
-    pin_names(options, book);
-    if (!options.ca_file.empty() || !options.certificate_file.empty()) {
-      // A client given a CA file or a client certificate speaks HTTPS: its
-      // TLS context is made now, so that a bad file is a clear error at
-      // construction (not a handshake failure on every attempt later) and
-      // loading the trust stores is not charged to the first request's
-      // deadline.
-      try {
-        tls.get();
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("coretry::http: " + std::string(e.what()));
-      } catch (const boost::system::system_error& e) {
-        // The file changed between the check and the load, or the system's
-        // trust stores failed: still bad input, not an internal error.
-        throw std::invalid_argument("coretry::http: the TLS context could not be made: " + std::string(e.what()));
-      }
-    }
-  }
-
-  /// `url` read strictly (parse_url), or the parts of the last URL read
-  /// when it is the same text: a client sends to the same URL again and
-  /// again, and reading one costs more than comparing it.
-  url_parts parts_of(std::string_view url) {
-    {
-      std::lock_guard lock(last_url_mutex);
-      if (remembered && url == last_url) return last_parts;
-    }
-    url_parts parts = parse_url(url); // throws on a bad URL, which is not kept
-    if (url.size() <= max_remembered_url) {
-      std::lock_guard lock(last_url_mutex);
-      last_url.assign(url); // reuses the text's capacity
-      last_parts = parts;
-      remembered = true;
-    }
-    return parts;
-  }
-
-  asio::any_io_executor executor;
-  client_options options;
-  connection_pool pool;
-  address_book book;
-  tls_context tls;
-  /// The proxy, null without one.
-  std::shared_ptr<const proxy_route> proxy;
-
-  /// The proxy requests to `host` go through, null for none.
-  std::shared_ptr<const proxy_route> proxy_for(const std::string& host) const {
-    if (!proxy || bypasses_proxy(options.no_proxy, host)) return nullptr;
-    return proxy;
-  }
-
-private:
-  static constexpr std::size_t max_remembered_url = 2048;
-  std::mutex last_url_mutex;
-  std::string last_url;
-  url_parts last_parts;
-  bool remembered = false;
-};
-
 } // namespace detail
 
 client::client(asio::any_io_executor ex, client_options options)
@@ -178,9 +107,12 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
       throw std::invalid_argument("coretry::http: hedging cannot stream response bodies: attempts running at once "
                                   "would write to one output");
   }
-  auto request = std::make_shared<detail::prepared_request>(
+  // From the thread's block cache: a request's prepared form is one block of
+  // one size, freed when its operation ends.
+  auto request = std::allocate_shared<detail::prepared_request>(
+      coretry::detail::block_allocator<detail::prepared_request>(),
       detail::prepare_request(parts, std::move(req), options, state_->options.user_agent,
-                              state_->proxy_for(parts.host)));
+                              state_->proxy_for(parts.host), state_->key_of(parts)));
   prepared p;
   p.retry.safety = request->safety;
   p.retry.budget = options.budget;
@@ -191,162 +123,6 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   p.retry.operation = options.route;
   p.request = std::move(request);
   return p;
-}
-
-namespace detail {
-
-/// Ends the attempt's last phase, tells the request's phase observer, and
-/// hands the exchange back to be returned.
-exchange&& ended(exchange& x, const prepared_request& prepared, unsigned attempt) {
-  if (x.phases.running()) x.phases.finish(phase_timings::clock::now());
-  if (prepared.phases)
-    prepared.phases->attempt_phases({prepared.route, attempt, x.phases, x.reused_connection, x.res.has_value()});
-  return std::move(x);
-}
-
-/// One attempt: lease, connect if needed, write, read the complete response.
-/// Every failure is recorded in the exchange, with how far the attempt got,
-/// so that the classifier can tell "never sent" from "outcome unknown". One
-/// coroutine frame for the whole attempt (the exchange's own below it).
-asio::awaitable<exchange> attempt_exchange(std::shared_ptr<client_state> state_owner,
-                                           std::shared_ptr<const prepared_request> prepared_owner,
-                                           attempt_context<std::chrono::steady_clock> context) {
-  // A cancelled attempt must still report how far it got: no co_await may
-  // throw on cancellation; each operation's error says it instead.
-  co_await asio::this_coro::throw_if_cancelled(false);
-  client_state* const state = state_owner.get();
-  const prepared_request* const prepared = prepared_owner.get();
-  exchange x;
-  if (prepared->where.proxy) x.proxy = prepared->where.proxy->shown;
-  if (const auto key = prepared->req.find("Idempotency-Key"); key != prepared->req.end())
-    x.idempotency_key = std::string(key->value());
-  try {
-    const request* req = &prepared->req;
-    std::optional<request> per_attempt;
-    if (prepared->body) {
-      // A streamed body is reopened for every attempt, never resent consumed.
-      std::optional<std::string> body = prepared->body(context.number);
-      if (!body) {
-        x.problem = "the request body cannot be reproduced for attempt " + std::to_string(context.number);
-        co_return ended(x, *prepared, context.number);
-      }
-      per_attempt.emplace(prepared->req);
-      per_attempt->body() = std::move(*body);
-      per_attempt->prepare_payload();
-      req = &*per_attempt;
-    }
-    if (prepared->decorate) {
-      if (!per_attempt) per_attempt.emplace(prepared->req);
-      prepared->decorate(*per_attempt, context);
-      req = &*per_attempt;
-    }
-    if (per_attempt) {
-      if (auto problem = request_problem(*per_attempt)) {
-        x.problem = "after the request decorator: " + *problem;
-        co_return ended(x, *prepared, context.number);
-      }
-    }
-
-    const std::string& key = prepared->where.key;
-    const name_and_port target = connection_target(prepared->where);
-    // The addresses this operation's earlier attempts (and hedges) used: a
-    // connection to another is preferred when there is one.
-    std::array<asio::ip::tcp::endpoint, used_addresses::capacity> used_list;
-    const std::span<const asio::ip::tcp::endpoint> avoid(used_list.data(), prepared->used.copy(used_list));
-    phase_timings::clock::time_point lease_at; // the time leases are judged at
-    const auto suits = [&](const connection& c) { return state->book.suits(target, c.peer, avoid, lease_at); };
-    const auto cancel_state = co_await asio::this_coro::cancellation_state;
-    for (;;) {
-      // One clock read per change of phase: this one starts the wait for a
-      // connection; each later phase's start ends the one before.
-      lease_at = phase_timings::clock::now();
-      x.phases.enter(phase::pool_wait, lease_at);
-      std::optional<lease> held = state->pool.try_lease(key, suits);
-      while (!held) {
-        if (cancellation_requested(cancel_state)) {
-          x.error = asio::error::operation_aborted;
-          co_return ended(x, *prepared, context.number);
-        }
-        auto [ec] = co_await state->pool.async_wait_for_release(key, asio::as_tuple(asio::use_awaitable));
-        if (ec) {
-          x.error = ec;
-          co_return ended(x, *prepared, context.number);
-        }
-        lease_at = phase_timings::clock::now();
-        if (auto again = state->pool.try_lease(key, suits)) held.emplace(std::move(*again));
-      }
-
-      if (held->get()) {
-        x.reused_connection = true;
-        x.address = held->get()->peer;
-      } else {
-        error_code ec;
-        // The read buffer's bound is what limits a chunk-size line, its
-        // extensions and the trailers: Beast 1.81's parser waits for a whole
-        // line however long it is.
-        const connect_context setup{state->tls,
-                                    state->pool,
-                                    state->book,
-                                    std::size_t{state->options.header_limit} + state->options.line_limit,
-                                    state->options.header_limit,
-                                    state->options.connection_attempt_delay};
-        auto connecting = establish(prepared->where, setup, avoid, *held, x);
-        if (state->options.connect_timeout == duration::zero()) {
-          ec = co_await std::move(connecting);
-        } else {
-          auto done = co_await async_with_deadline<error_code>(
-              co_await asio::this_coro::executor,
-              instant_after(asio::steady_timer::clock_type::now(), state->options.connect_timeout),
-              std::move(connecting), asio::use_awaitable);
-          if (done.exception) std::rethrow_exception(done.exception);
-          ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
-                                                      : done.error ? done.error : *done.value;
-        }
-        if (ec) {
-          x.error = ec;
-          co_return ended(x, *prepared, context.number); // the lease closes whatever was opened
-        }
-      }
-      prepared->used.add(*x.address);
-
-      connection& conn = *held->get();
-      bool keep_alive = false;
-      bool answered = false;
-      co_await write_and_read(state->options, conn, *req, prepared->streaming, x, keep_alive, answered);
-
-      // A repeatable request that found its reused connection closed by the
-      // server after the check before reuse, before a byte of answer, goes
-      // again on a fresh one within the same attempt. The closed connection is
-      // dropped with its lease.
-      if (x.reused_connection && !answered && closed_by_peer(x.error) && prepared->repeatable() &&
-          !cancellation_requested(cancel_state)) {
-        state->pool.note_stale();
-        exchange fresh;
-        fresh.idempotency_key = std::move(x.idempotency_key);
-        fresh.proxy = std::move(x.proxy);
-        fresh.phases = x.phases; // the attempt's clock goes on
-        x = std::move(fresh);
-        continue;
-      }
-
-      // Only a connection whose exchange ended cleanly goes back to the pool.
-      if (!x.error && keep_alive) held->mark_reusable();
-      break;
-    }
-    if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && prepared->validate)
-      if (auto problem = prepared->validate(*x.res)) x.problem = std::move(*problem);
-  } catch (const boost::system::system_error& e) {
-    x.error = e.code();
-  }
-  co_return ended(x, *prepared, context.number);
-}
-
-} // namespace detail
-
-asio::awaitable<exchange> client::send_once(std::shared_ptr<detail::client_state> state,
-                                            std::shared_ptr<const detail::prepared_request> prepared,
-                                            attempt_context<std::chrono::steady_clock> context) {
-  return detail::attempt_exchange(std::move(state), std::move(prepared), context);
 }
 
 namespace {

@@ -38,7 +38,9 @@ struct origin {
   bool tls = false;
   std::string host;
   std::string port;
-  std::string key; ///< "https://host:port": the pool's key
+  /// "https://host:port": the pool's key, shared by the requests to one
+  /// origin (client_state::key_of) rather than made for each.
+  std::shared_ptr<const std::string> key;
   /// The proxy this origin is reached through; null: directly.
   std::shared_ptr<const proxy_route> proxy;
 };

@@ -7,6 +7,7 @@
 #include <boost/uuid/uuid_io.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <stdexcept>
 
@@ -80,17 +81,26 @@ std::optional<std::string> request_problem(const request& req) {
   return std::nullopt;
 }
 
+std::string origin_key(const url_parts& parts) {
+  // One allocation for the key, not one per piece joined.
+  const std::string_view scheme = parts.tls ? "https://" : "http://";
+  char port[8];
+  const auto end = std::to_chars(port, port + sizeof port, parts.port).ptr;
+  std::string key;
+  key.reserve(scheme.size() + parts.host.size() + 1 + static_cast<std::size_t>(end - port));
+  key.append(scheme).append(parts.host).append(1, ':').append(port, end);
+  return key;
+}
+
 prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
-                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy) {
+                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy,
+                                 std::shared_ptr<const std::string> key) {
   prepared_request prepared;
   origin& where = prepared.where;
   where.tls = parts.tls;
   where.host = parts.host;
   where.port = std::to_string(parts.port);
-  // One allocation for the key, not one per piece joined.
-  const std::string_view scheme = where.tls ? "https://" : "http://";
-  where.key.reserve(scheme.size() + where.host.size() + 1 + where.port.size());
-  where.key.append(scheme).append(where.host).append(1, ':').append(where.port);
+  where.key = key ? std::move(key) : std::make_shared<const std::string>(origin_key(parts));
 
   if (req.target().empty()) req.target(parts.target);
   if (req.target().front() != '/' && !(req.target() == "*" && req.method() == beast_http::verb::options))

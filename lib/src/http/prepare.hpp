@@ -83,9 +83,14 @@ struct prepared_request {
 /// With a `proxy`, an https:// origin is reached through its tunnel; an
 /// http:// origin's request goes to the proxy in absolute form
 /// ("http://host:port/path"), with Proxy-Authorization from the proxy URL's
-/// credentials unless the request sets its own.
+/// credentials unless the request sets its own. `key`, when given, is
+/// origin_key(parts) made before (shared by the requests to one origin).
 prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
-                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy = nullptr);
+                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy = nullptr,
+                                 std::shared_ptr<const std::string> key = nullptr);
+
+/// The pool's key of the origin of `parts`: "scheme://host:port".
+std::string origin_key(const url_parts& parts);
 
 /// "Basic " and the base64 of "user:password" (RFC 7617), for Authorization
 /// and Proxy-Authorization.

@@ -7,8 +7,11 @@
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/url.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/recycling_allocator.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
@@ -223,9 +226,15 @@ private:
     retry_options retry;
   };
   prepared prepare(std::string_view url, request&& req, const request_options& options) const;
-  static boost::asio::awaitable<exchange> send_once(std::shared_ptr<detail::client_state> state,
-                                                    std::shared_ptr<const detail::prepared_request> request,
-                                                    attempt_context<std::chrono::steady_clock> context);
+  /// One attempt, a composed operation: every step on `ex` (the handler's
+  /// executor), cancellation heard from `slot` (the handler's), its state
+  /// allocated with the handler's allocator, or from the thread's block
+  /// cache when `default_allocator` (the handler names none).
+  static void start_attempt(std::shared_ptr<detail::client_state> state,
+                            std::shared_ptr<const detail::prepared_request> request,
+                            attempt_context<std::chrono::steady_clock> context, boost::asio::any_io_executor ex,
+                            boost::asio::cancellation_slot slot, bool default_allocator,
+                            boost::asio::any_completion_handler<void(std::exception_ptr, exchange)> handler);
   /// Classifies an attempt and tells the address it used how it went.
   static verdict classify(detail::client_state& state, const detail::prepared_request& request,
                           const boost::system::error_code& ec, const exchange& x);
@@ -237,8 +246,27 @@ template <class CompletionToken>
 auto client::async_send(std::string_view url, request req, const request_options& options,
                         CompletionToken&& token) {
   prepared p = prepare(url, std::move(req), options);
-  auto attempt = [state = state_, request = p.request](attempt_context<std::chrono::steady_clock> context) {
-    return send_once(state, request, context);
+  auto attempt = [state = state_, request = p.request,
+                  io = get_executor()](attempt_context<std::chrono::steady_clock> context) {
+    // A deferred operation: the engine starts it with its own handler, whose
+    // executor is where the attempt runs.
+    return boost::asio::async_initiate<const boost::asio::deferred_t&, void(std::exception_ptr, exchange)>(
+        [](auto handler, std::shared_ptr<detail::client_state> s,
+           std::shared_ptr<const detail::prepared_request> r, attempt_context<std::chrono::steady_clock> c,
+           const boost::asio::any_io_executor& fallback) {
+          using handler_type = decltype(handler);
+          boost::asio::any_io_executor ex = boost::asio::get_associated_executor(handler, fallback);
+          // The operation keeps its own cancellation state on the handler's
+          // slot: the erased handler is given none (it would put a second
+          // one there).
+          boost::asio::cancellation_slot slot = boost::asio::get_associated_cancellation_slot(handler);
+          constexpr bool default_allocator =
+              std::is_same_v<boost::asio::associated_allocator_t<handler_type, boost::asio::recycling_allocator<void>>,
+                             boost::asio::recycling_allocator<void>>;
+          start_attempt(std::move(s), std::move(r), c, std::move(ex), slot, default_allocator,
+                        boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), std::move(handler)));
+        },
+        boost::asio::deferred, state, request, context, io);
   };
   auto classifier = [state = state_, request = p.request](const boost::system::error_code& ec, const exchange& x) {
     return classify(*state, *request, ec, x);

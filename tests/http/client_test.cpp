@@ -24,8 +24,10 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <thread>
+#include <vector>
 
 namespace asio = boost::asio;
 namespace beast_http = boost::beast::http;
@@ -528,6 +530,9 @@ TEST_CASE("client options that make no sense are refused when the client is made
   o = {};
   o.line_limit = 0;
   refused(o, "line_limit");
+  o = {};
+  o.user_agent = "coretry\r\nX-Injected: 1";
+  refused(o, "user_agent");
   // Huge limits are allowed: they saturate, they do not wrap.
   o = {};
   o.connect_timeout = coretry::duration::max();
@@ -754,4 +759,109 @@ TEST_CASE_FIXTURE(server_and_harness, "credentials never reach the server log in
   CHECK(heads[0].find("\r\nAuthorization: Bearer s3cret\r\n") != std::string::npos);
   CHECK(heads[0].find("\r\nX-Api-Key: k3y\r\n") != std::string::npos);
   CHECK(heads[0].find("\r\nX-Request-Id: r-1\r\n") != std::string::npos);
+}
+
+TEST_CASE("the head on the wire: request line, Host first, the caller's fields in order, User-Agent last") {
+  coretry_tests::hostile_server wire([&](coretry_tests::hostile_server::peer& peer) {
+    while (peer.read_request()) peer.send("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+  });
+  harness h;
+  const auto send = [&](coretry::http::request req, const std::string& url) {
+    std::optional<coretry::http::result> result;
+    h.client.async_send(url, std::move(req), h.with_policy(),
+                        [&](std::exception_ptr, coretry::http::result r) { result = std::move(r); });
+    h.io.run();
+    h.io.restart();
+    REQUIRE(result);
+    CHECK(result->succeeded());
+  };
+  const std::string authority = wire.url().substr(std::string("http://").size());
+
+  // The URL's target, the client's Host (with the port that is not the
+  // default) before the caller's fields, which keep their order, and the
+  // client's User-Agent after them: all on a connection used twice.
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  req.set("X-First", "1");
+  req.set("X-Second", "2");
+  send(req, wire.url() + "/books/7?q=a%20b");
+  send(req, wire.url() + "/books/7?q=a%20b");
+  // The caller's own Host and User-Agent replace the client's; its target
+  // replaces the URL's; HTTP/1.0 is said as such.
+  coretry::http::request own(beast_http::verb::get, "/own", 10);
+  own.set(beast_http::field::host, "books.example");
+  own.set(beast_http::field::user_agent, "mine/2");
+  own.keep_alive(true);
+  send(own, wire.url() + "/ignored");
+
+  const auto heads = wire.requests();
+  REQUIRE(heads.size() == 3);
+  const std::string expected = "GET /books/7?q=a%20b HTTP/1.1\r\nHost: " + authority +
+                               "\r\nX-First: 1\r\nX-Second: 2\r\nUser-Agent: coretry/0.1\r\n\r\n";
+  CHECK(heads[0] == expected);
+  CHECK(heads[1] == expected);
+  CHECK(heads[2].rfind("GET /own HTTP/1.0\r\n", 0) == 0);
+  CHECK(heads[2].find("\r\nHost: books.example\r\n") != std::string::npos);
+  CHECK(heads[2].find("Host: 127.0.0.1") == std::string::npos);
+  CHECK(heads[2].find("\r\nUser-Agent: mine/2\r\n") != std::string::npos);
+  CHECK(heads[2].find("coretry/0.1") == std::string::npos);
+  CHECK(h.client.stats().connections_opened == 1);
+}
+
+TEST_CASE("a body a decorator frames as chunked goes as one chunk and its end, an empty one as its end alone") {
+  std::vector<std::string> bodies;
+  std::mutex bodies_mutex;
+  coretry_tests::hostile_server wire([&](coretry_tests::hostile_server::peer& peer) {
+    while (peer.read_request()) {
+      std::string body = peer.read_through("0\r\n\r\n");
+      {
+        std::lock_guard lock(bodies_mutex);
+        bodies.push_back(std::move(body));
+      }
+      peer.send("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    }
+  });
+  harness h;
+  // The client frames a body by its length (prepare_payload); a decorator
+  // may ask for chunked framing instead.
+  auto options = h.with_policy();
+  options.decorate = [](coretry::http::request& req, const auto&) {
+    req.erase(beast_http::field::content_length);
+    req.chunked(true);
+  };
+  for (const std::string& payload : {std::string("hello, chunks"), std::string()}) {
+    coretry::http::request req(beast_http::verb::put, "/upload", 11);
+    req.body() = payload;
+    std::optional<coretry::http::result> result;
+    h.client.async_send(wire.url(), std::move(req), options,
+                        [&](std::exception_ptr, coretry::http::result r) { result = std::move(r); });
+    h.io.run();
+    h.io.restart();
+    REQUIRE(result);
+    CHECK(result->succeeded());
+  }
+  const auto heads = wire.requests();
+  REQUIRE(heads.size() == 2);
+  CHECK(heads[0].find("\r\nTransfer-Encoding: chunked\r\n") != std::string::npos);
+  CHECK(heads[0].find("Content-Length") == std::string::npos);
+  std::lock_guard lock(bodies_mutex);
+  REQUIRE(bodies.size() == 2);
+  CHECK(bodies[0] == "d\r\nhello, chunks\r\n0\r\n\r\n");
+  CHECK(bodies[1] == "0\r\n\r\n");
+}
+
+TEST_CASE_FIXTURE(server_and_harness, "the decorator sees the request as it is sent: target, Host and User-Agent") {
+  std::string seen;
+  auto options = h.with_policy();
+  options.decorate = [&](coretry::http::request& req, const auto&) {
+    seen = std::string(req.target()) + " | " + std::string(req[beast_http::field::host]) + " | " +
+           std::string(req[beast_http::field::user_agent]);
+  };
+  const auto r = h.send(beast_http::verb::get, server->base_url() + "/status/200", options);
+  CHECK(r.succeeded());
+  CHECK(seen == "/status/200 | " + server->base_url().substr(std::string("http://").size()) + " | coretry/0.1");
+  const auto log = server->log();
+  REQUIRE(log.size() == 1);
+  std::size_t hosts = 0;
+  for (const auto& field : log[0].fields) hosts += field.first == "Host";
+  CHECK(hosts == 1); // not twice: the client's is not added to the decorated copy's own
 }

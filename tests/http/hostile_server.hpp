@@ -52,6 +52,18 @@ public:
       return true;
     }
 
+    /// The bytes up to and including the first `end`, taken from what the
+    /// client sent after the last request read (a chunked body, say);
+    /// empty when the client closed first.
+    std::string read_through(std::string_view end) {
+      std::size_t at;
+      while ((at = pending_.find(end)) == std::string::npos)
+        if (!read_more()) return {};
+      std::string bytes = pending_.substr(0, at + end.size());
+      pending_.erase(0, at + end.size());
+      return bytes;
+    }
+
     /// Writes all of `bytes`; false once the client is gone.
     bool send(std::string_view bytes) {
       boost::system::error_code ec;

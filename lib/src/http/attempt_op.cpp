@@ -23,6 +23,7 @@
 #include "attempt_op.hpp"
 #include "client_state.hpp"
 #include "prepare.hpp"
+#include "request_head.hpp"
 #include "response_reading.hpp"
 
 #include <boost/asio/cancellation_state.hpp>
@@ -34,8 +35,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/async_base.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/serializer.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/asio/write.hpp>
 
 #include <array>
 #include <optional>
@@ -61,6 +61,9 @@ namespace {
 
 using clock = phase_timings::clock;
 using attempt_handler = asio::any_completion_handler<void(std::exception_ptr, exchange)>;
+
+/// The most room a connection keeps for the next request's head.
+constexpr std::size_t max_kept_head = 16 * 1024;
 
 /// Ends the attempt's last phase and tells the request's phase observer.
 void end_phases(exchange& x, const prepared_request& prepared, unsigned attempt) {
@@ -96,7 +99,6 @@ struct attempt_state {
   clock::time_point lease_at; ///< the time leases are judged at
   std::optional<lease> held;
   std::optional<connect_context> setup;
-  std::optional<beast_http::request_serializer<beast_http::string_body>> serializer;
   std::optional<beast_http::response_parser<streamed_body>> parser;
   unsigned interim = 0;      ///< interim responses skipped so far
   bool answered = false;     ///< a byte of a response arrived
@@ -241,21 +243,28 @@ private:
   bool per_attempt_request() {
     attempt_state& s = *s_;
     const prepared_request& prepared = *s.prepared;
+    std::optional<std::string> body;
     if (prepared.body) {
       // A streamed body is reopened for every attempt, never resent consumed.
-      std::optional<std::string> body = prepared.body(s.context.number);
+      body = prepared.body(s.context.number);
       if (!body) {
         s.x.problem = "the request body cannot be reproduced for attempt " + std::to_string(s.context.number);
         return false;
       }
-      s.per_attempt.emplace(prepared.req);
-      s.per_attempt->body() = std::move(*body);
-      s.per_attempt->prepare_payload();
     }
-    if (prepared.decorate) {
-      if (!s.per_attempt) s.per_attempt.emplace(prepared.req);
-      prepared.decorate(*s.per_attempt, s.context);
+    // The copy is the request as it will be sent: a decorator (one that
+    // signs the request, say) sees the target, Host and User-Agent.
+    request& copy = s.per_attempt.emplace(prepared.req);
+    if (copy.target().empty()) copy.target(prepared.target);
+    if (copy.find(beast_http::field::host) == copy.end()) copy.set(beast_http::field::host, prepared.names->host);
+    const std::string& user_agent = s.options().user_agent;
+    if (!user_agent.empty() && copy.find(beast_http::field::user_agent) == copy.end())
+      copy.set(beast_http::field::user_agent, user_agent);
+    if (body) {
+      copy.body() = std::move(*body);
+      copy.prepare_payload();
     }
+    if (prepared.decorate) prepared.decorate(copy, s.context);
     s.req = &*s.per_attempt;
     if (auto problem = request_problem(*s.per_attempt)) {
       s.x.problem = "after the request decorator: " + *problem;
@@ -321,16 +330,22 @@ private:
       s.x.error = asio::error::operation_aborted;
       return after_exchange(cont);
     }
-    s.serializer.emplace(*s.req);
+    connection& conn = s.conn();
+    write_request_head(conn.head, *s.req,
+                       {s.prepared->target, s.prepared->names->host, s.state->options.user_agent});
     step_ = step::writing;
-    std::visit([this, &s](auto& stream) { beast_http::async_write(stream, *s.serializer, std::move(*this)); },
-               s.conn().stream);
+    std::visit(
+        [this, &s, &conn](auto& stream) {
+          asio::async_write(stream, request_buffers(conn.head, *s.req), std::move(*this));
+        },
+        conn.stream);
   }
 
   void written(error_code ec, std::size_t n) {
     attempt_state& s = *s_;
-    s.serializer.reset();
     s.x.bytes_written = n;
+    // A large head's room is not kept with an idle connection.
+    if (std::string& head = s.conn().head; head.capacity() > max_kept_head) std::string().swap(head);
     if (ec) {
       s.x.error = ec;
       return after_exchange(true);
@@ -511,7 +526,6 @@ private:
     }
     attempt_state& s = *s_;
     s.parser.reset();
-    s.serializer.reset();
     s.held.reset(); // the connection goes back (or is closed) before the caller hears
     try {
       end_phases(s.x, *s.prepared, s.context.number);
@@ -531,7 +545,6 @@ private:
       return;
     }
     s_->parser.reset();
-    s_->serializer.reset();
     s_->held.reset();
     release_state();
     this->complete_now(std::move(e), exchange{});

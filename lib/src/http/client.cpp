@@ -16,6 +16,7 @@
 
 #include <coretry/detail/block_cache.hpp>
 #include <coretry/http/proxy.hpp>
+#include <coretry/http/syntax.hpp>
 #include <coretry/http/tls.hpp>
 
 #include "attempt_op.hpp"
@@ -51,6 +52,8 @@ client_options checked(client_options o) {
     refuse("ejection.base_ejection_time must be positive and ejection.max_ejection_time at least as long "
            "(ejection.consecutive_failures = 0 turns ejection off)");
   if (o.ejection.max_ejection_percent > 100) refuse("ejection.max_ejection_percent must be at most 100");
+  if (!is_field_value(o.user_agent))
+    refuse("user_agent has CR, LF, NUL or another control character");
   if (o.resolve.size() > max_resolve_entries) refuse("more than 1024 resolve entries");
   for (const auto& entry : o.resolve) {
     try {
@@ -96,7 +99,7 @@ address_stats client::addresses() const { return state_->book.stats(phase_timing
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
-  const url_parts parts = state_->parts_of(url);
+  url_parts parts = state_->parts_of(url);
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
   if (options.policy.hedging.max_hedges > 0) {
     // Hedges run at the same time as the attempt before them.
@@ -109,10 +112,11 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   }
   // From the thread's block cache: a request's prepared form is one block of
   // one size, freed when its operation ends.
+  auto proxy = state_->proxy_for(parts.host);
+  auto names = state_->names_for(parts);
   auto request = std::allocate_shared<detail::prepared_request>(
       coretry::detail::block_allocator<detail::prepared_request>(),
-      detail::prepare_request(parts, std::move(req), options, state_->options.user_agent,
-                              state_->proxy_for(parts.host), state_->key_of(parts)));
+      detail::prepare_request(std::move(parts), std::move(req), options, std::move(proxy), std::move(names)));
   prepared p;
   p.retry.safety = request->safety;
   p.retry.budget = options.budget;

@@ -69,17 +69,19 @@ struct client_state {
     return parts;
   }
 
-  /// The pool's key of the origin of `parts` (origin_key): the same shared
-  /// text while requests go to the same origin as the one before.
-  std::shared_ptr<const std::string> key_of(const url_parts& parts) {
+  /// The names of the origin of `parts` (names_of): the same shared ones
+  /// while requests go to the same origin as the one before.
+  std::shared_ptr<const origin_names> names_for(const url_parts& parts) {
     std::lock_guard lock(last_url_mutex);
-    if (!last_key || last_key_tls != parts.tls || last_key_port != parts.port || last_key_host != parts.host) {
-      last_key = std::make_shared<const std::string>(origin_key(parts));
-      last_key_tls = parts.tls;
-      last_key_port = parts.port;
-      last_key_host = parts.host;
+    if (!last_names || last_names_tls != parts.tls || last_names_port != parts.port ||
+        last_names_explicit_port != parts.explicit_port || last_names_host != parts.host) {
+      last_names = std::make_shared<const origin_names>(names_of(parts));
+      last_names_tls = parts.tls;
+      last_names_port = parts.port;
+      last_names_explicit_port = parts.explicit_port;
+      last_names_host = parts.host;
     }
-    return last_key;
+    return last_names;
   }
 
   boost::asio::any_io_executor executor;
@@ -102,10 +104,11 @@ private:
   std::string last_url;
   url_parts last_parts;
   bool remembered = false;
-  std::shared_ptr<const std::string> last_key;
-  bool last_key_tls = false;
-  std::uint16_t last_key_port = 0;
-  std::string last_key_host;
+  std::shared_ptr<const origin_names> last_names;
+  bool last_names_tls = false;
+  std::uint16_t last_names_port = 0;
+  bool last_names_explicit_port = false;
+  std::string last_names_host;
 };
 
 } // namespace coretry::http::detail

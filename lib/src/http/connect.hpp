@@ -75,6 +75,9 @@ struct connection {
 
   std::variant<tcp::socket, tls_stream> stream;
   boost::beast::flat_buffer buffer;
+  /// The head of the request being written (write_request_head): its room
+  /// is kept for the connection's next request.
+  std::string head;
   /// The address connected to (through a proxy: the proxy's).
   tcp::endpoint peer;
 };

@@ -60,19 +60,25 @@ std::string basic_credentials(std::string_view user, std::string_view password) 
   return "Basic " + base64(pair);
 }
 
-std::optional<std::string> request_problem(const request& req) {
-  if (!is_token(req.method_string()))
-    return "the method '" + printable(req.method_string()) + "' is not a token";
-  const std::string_view target = req.target();
+namespace {
+
+std::optional<std::string> target_problem(std::string_view target) {
   if (std::any_of(target.begin(), target.end(),
                   [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == '\x7f'; }))
     return "the request target contains a space, CR, LF or control character";
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> request_problem(const request& req) {
+  if (!is_token(req.method_string()))
+    return "the method '" + printable(req.method_string()) + "' is not a token";
+  if (auto problem = target_problem(req.target())) return problem;
   for (const auto& field : req) {
     if (!is_token(field.name_string()))
       return "the header name '" + printable(field.name_string()) + "' is not a token";
-    const std::string_view value = field.value();
-    if (std::any_of(value.begin(), value.end(),
-                    [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == '\x7f'; }))
+    if (!is_field_value(field.value()))
       return "header '" + std::string(field.name_string()) + "' has a value with CR, LF, NUL or a control character";
   }
   if (req.find(beast_http::field::content_length) != req.end() &&
@@ -81,44 +87,48 @@ std::optional<std::string> request_problem(const request& req) {
   return std::nullopt;
 }
 
-std::string origin_key(const url_parts& parts) {
-  // One allocation for the key, not one per piece joined.
+origin_names names_of(const url_parts& parts) {
   const std::string_view scheme = parts.tls ? "https://" : "http://";
   char port[8];
-  const auto end = std::to_chars(port, port + sizeof port, parts.port).ptr;
-  std::string key;
-  key.reserve(scheme.size() + parts.host.size() + 1 + static_cast<std::size_t>(end - port));
-  key.append(scheme).append(parts.host).append(1, ':').append(port, end);
-  return key;
+  const std::string_view port_text(port, static_cast<std::size_t>(std::to_chars(port, port + sizeof port, parts.port).ptr - port));
+  origin_names names;
+  // One allocation for each, not one per piece joined.
+  names.key.reserve(scheme.size() + parts.host.size() + 1 + port_text.size());
+  names.key.append(scheme).append(parts.host).append(1, ':').append(port_text);
+  // The same name that is looked up and, over TLS, verified.
+  const bool v6 = parts.host.find(':') != std::string::npos;
+  const bool default_port = !parts.explicit_port || parts.port == (parts.tls ? 443 : 80);
+  names.host.reserve(parts.host.size() + 2 + (default_port ? 0 : 1 + port_text.size()));
+  if (v6) names.host.append(1, '[');
+  names.host.append(parts.host);
+  if (v6) names.host.append(1, ']');
+  if (!default_port) names.host.append(1, ':').append(port_text);
+  return names;
 }
 
-prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
-                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy,
-                                 std::shared_ptr<const std::string> key) {
+prepared_request prepare_request(url_parts&& parts, request&& req, const request_options& options,
+                                 std::shared_ptr<const proxy_route> proxy, std::shared_ptr<const origin_names> names) {
   prepared_request prepared;
   origin& where = prepared.where;
   where.tls = parts.tls;
   where.host = parts.host;
   where.port = std::to_string(parts.port);
-  where.key = key ? std::move(key) : std::make_shared<const std::string>(origin_key(parts));
+  prepared.names = names ? std::move(names) : std::make_shared<const origin_names>(names_of(parts));
+  where.key = std::shared_ptr<const std::string>(prepared.names, &prepared.names->key);
 
-  if (req.target().empty()) req.target(parts.target);
-  if (req.target().front() != '/' && !(req.target() == "*" && req.method() == beast_http::verb::options))
+  // A request without a target takes the URL's, sent from here rather
+  // than copied into the request.
+  if (req.target().empty()) prepared.target = std::move(parts.target);
+  const std::string_view target = req.target().empty() ? std::string_view(prepared.target) : std::string_view(req.target());
+  if (target.empty() || (target.front() != '/' && !(target == "*" && req.method() == beast_http::verb::options)))
     throw std::invalid_argument("coretry::http: the request target must begin with '/'");
-  if (req.find(beast_http::field::host) == req.end()) {
-    // The same name that is looked up and, over TLS, verified.
-    std::string host = where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
-    const bool default_port = !parts.explicit_port || parts.port == (where.tls ? 443 : 80);
-    if (!default_port) host += ":" + where.port;
-    req.set(beast_http::field::host, host);
-  }
   if (proxy && !where.tls) {
     // The proxy is told where the request goes by its target (RFC 9112 §3.2.2).
     const std::string_view bracket_open = where.host.find(':') != std::string::npos ? "[" : "";
     const std::string_view bracket_close = bracket_open.empty() ? "" : "]";
-    if (req.target().front() == '/')
+    if (target.front() == '/')
       req.target("http://" + std::string(bracket_open) + where.host + std::string(bracket_close) + ":" + where.port +
-                 std::string(req.target()));
+                 std::string(target));
     if (!proxy->authorization.empty() && req.find(beast_http::field::proxy_authorization) == req.end())
       req.set(beast_http::field::proxy_authorization, proxy->authorization);
   }
@@ -128,8 +138,6 @@ prepared_request prepare_request(const url_parts& parts, request&& req, const re
     // (the client follows no redirects); a caller's own Authorization wins.
     req.set(beast_http::field::authorization, basic_credentials(*parts.user, parts.password));
   }
-  if (req.find(beast_http::field::user_agent) == req.end() && !user_agent.empty())
-    req.set(beast_http::field::user_agent, user_agent);
   if (options.idempotency_key) {
     if (options.idempotency_key->find_first_of("\r\n") != std::string::npos)
       throw std::invalid_argument("coretry::http: idempotency key contains CR or LF");
@@ -140,6 +148,7 @@ prepared_request prepare_request(const url_parts& parts, request&& req, const re
   }
   req.prepare_payload();
   if (auto problem = request_problem(req)) throw std::invalid_argument("coretry::http: " + *problem);
+  if (auto problem = target_problem(prepared.target)) throw std::invalid_argument("coretry::http: " + *problem);
 
   prepared.safety = is_idempotent(req.method()) ? repeat_safety::idempotent
                     : req.find("Idempotency-Key") != req.end() ? repeat_safety::idempotency_key

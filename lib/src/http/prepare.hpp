@@ -2,9 +2,9 @@
 #define CORETRY_SRC_HTTP_PREPARE_HPP
 
 // Request preparation: from a URL, a request and its options to what every
-// attempt sends (Host, Basic authorization from the URL's userinfo,
-// User-Agent, Idempotency-Key, framing), checked so that the request is what
-// it says and no more. Internal to coretry::http.
+// attempt sends (Basic authorization from the URL's userinfo,
+// Idempotency-Key, framing; Host and User-Agent are written with the head,
+// request_head.hpp), checked so that the request is what it says and no more. Internal to coretry::http.
 
 #include <coretry/http/client.hpp>
 
@@ -58,10 +58,25 @@ private:
   std::size_t count_ = 0;
 };
 
+/// What the requests to one origin share: the pool's key and the Host value
+/// the client sends when a request has none. Made once per origin
+/// (client_state::names_of), not once per request.
+struct origin_names {
+  std::string key;  ///< "https://host:port"
+  std::string host; ///< "host", "host:port" off the default port, "[v6]" bracketed
+};
+
+/// The names of the origin of `parts`.
+origin_names names_of(const url_parts& parts);
+
 /// A request ready for its attempts, shared by them and never changed
 /// (but for the addresses its attempts used).
 struct prepared_request {
   origin where;
+  /// What the client sends unless the request has its own: the Host value
+  /// and, for a request without a target, the URL's.
+  std::shared_ptr<const origin_names> names;
+  std::string target;
   request req;
   std::function<std::optional<std::string>(unsigned)> body;
   std::function<void(request&, const attempt_context<std::chrono::steady_clock>&)> decorate;
@@ -83,14 +98,13 @@ struct prepared_request {
 /// With a `proxy`, an https:// origin is reached through its tunnel; an
 /// http:// origin's request goes to the proxy in absolute form
 /// ("http://host:port/path"), with Proxy-Authorization from the proxy URL's
-/// credentials unless the request sets its own. `key`, when given, is
-/// origin_key(parts) made before (shared by the requests to one origin).
-prepared_request prepare_request(const url_parts& parts, request&& req, const request_options& options,
-                                 const std::string& user_agent, std::shared_ptr<const proxy_route> proxy = nullptr,
-                                 std::shared_ptr<const std::string> key = nullptr);
-
-/// The pool's key of the origin of `parts`: "scheme://host:port".
-std::string origin_key(const url_parts& parts);
+/// credentials unless the request sets its own. `names`, when given, is
+/// names_of(parts) made before (shared by the requests to one origin). Host
+/// and the client's User-Agent are not inserted into the request: they are
+/// written when it is sent (write_request_head), when it has none.
+prepared_request prepare_request(url_parts&& parts, request&& req, const request_options& options,
+                                 std::shared_ptr<const proxy_route> proxy = nullptr,
+                                 std::shared_ptr<const origin_names> names = nullptr);
 
 /// "Basic " and the base64 of "user:password" (RFC 7617), for Authorization
 /// and Proxy-Authorization.

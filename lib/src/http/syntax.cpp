@@ -23,6 +23,11 @@ int hex_value(char c) {
 
 bool is_token(std::string_view text) { return !text.empty() && std::all_of(text.begin(), text.end(), is_tchar); }
 
+bool is_field_value(std::string_view text) {
+  return std::none_of(text.begin(), text.end(),
+                      [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == '\x7f'; });
+}
+
 std::optional<std::string> percent_decoded(std::string_view text) {
   std::string out;
   out.reserve(text.size());

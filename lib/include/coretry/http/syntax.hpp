@@ -12,6 +12,10 @@ namespace coretry::http {
 /// '!', '#', '-', '.', '_' and '~'). Method and field names must be.
 bool is_token(std::string_view text);
 
+/// Whether `text` may be a field value as the client sends it: no CR, LF,
+/// NUL or other control character (a tab is allowed), no DEL.
+bool is_field_value(std::string_view text);
+
 /// `text` with every `%XY` escape (two hexadecimal digits) replaced by the
 /// byte it stands for; nullopt when an escape is cut short or not
 /// hexadecimal. Other bytes, `+` included, are kept as they are.

@@ -13,6 +13,8 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <functional>
+#include <stdexcept>
 #include <optional>
 #include <thread>
 #include <string>
@@ -406,6 +408,75 @@ TEST_CASE("the library refuses requests that are not what they say, and sends no
   CHECK(result->succeeded());
   REQUIRE(server.requests().size() == 1);
   CHECK(server.requests()[0].rfind("PROPFIND /x HTTP/1.1\r\n", 0) == 0);
+}
+
+TEST_CASE("a decorator that breaks the body's framing is refused before anything is sent") {
+  hostile_server server(answers("reached"));
+  client_harness h;
+  const auto refused = [&](std::function<void(coretry::http::request&)> change, const char* named) {
+    CAPTURE(named);
+    coretry::http::request_options options;
+    options.policy = hostile_policy();
+    options.decorate = [change](coretry::http::request& req, const auto&) { change(req); };
+    coretry::http::request req(beast_http::verb::put, "", 11);
+    req.body() = "abc";
+    std::optional<coretry::http::result> result;
+    h.client.async_send(server.url() + "/x", std::move(req), options,
+                        [&](std::exception_ptr, coretry::http::result r) { result = std::move(r); });
+    h.io.run();
+    h.io.restart();
+    REQUIRE(result);
+    CHECK(result->reason == coretry::stop_reason::rejected);
+    CHECK(result->attempts == 1);
+    REQUIRE(result->value);
+    CHECK(result->value->problem.find(named) != std::string::npos);
+  };
+  // A body grown after its length was set: the rest would be read by the
+  // server as another request.
+  refused([](coretry::http::request& r) { r.body() += "\r\n\r\nGET /admin HTTP/1.1\r\nHost: x\r\n\r\n"; },
+          "Content-Length is not its body's size");
+  refused([](coretry::http::request& r) { r.erase(beast_http::field::content_length); },
+          "neither Content-Length nor chunked");
+  refused([](coretry::http::request& r) { r.insert(beast_http::field::content_length, "3"); },
+          "more than one Content-Length");
+  refused(
+      [](coretry::http::request& r) {
+        r.erase(beast_http::field::content_length);
+        r.set(beast_http::field::transfer_encoding, "gzip, chunked");
+      },
+      "not chunked alone");
+  CHECK(server.connections() == 0);
+}
+
+TEST_CASE("a callback that throws ends the request with its exception, whichever step it runs in") {
+  hostile_server server(answers("reached"));
+  client_harness h;
+  const auto thrown = [&](coretry::http::request_options options, bool reaches_server) {
+    options.policy = hostile_policy();
+    std::optional<std::exception_ptr> error;
+    const std::size_t before = server.requests().size();
+    h.client.async_send(server.url() + "/x", coretry::http::request(beast_http::verb::get, "", 11), options,
+                        [&](std::exception_ptr e, coretry::http::result) { error = e; });
+    h.io.run();
+    h.io.restart();
+    REQUIRE(error); // the handler ran, once
+    REQUIRE(*error);
+    CHECK_THROWS_WITH_AS(std::rethrow_exception(*error), "callback", std::runtime_error);
+    CHECK(server.requests().size() == before + (reaches_server ? 1 : 0));
+    CHECK(h.client.stats().leased == 0);
+  };
+  coretry::http::request_options decorating;
+  decorating.decorate = [](coretry::http::request&, const auto&) { throw std::runtime_error("callback"); };
+  thrown(decorating, false);
+  coretry::http::request_options validating;
+  validating.validate = [](const coretry::http::response&) -> std::optional<std::string> {
+    throw std::runtime_error("callback");
+  };
+  thrown(validating, true);
+  coretry::http::request_options streaming;
+  streaming.stream_body = [](const auto&) { return true; };
+  streaming.body_sink = [](std::string_view) -> boost::system::error_code { throw std::runtime_error("callback"); };
+  thrown(streaming, true);
 }
 
 TEST_CASE("userinfo in a URL is sent as Basic authorization to that origin, never in Host") {

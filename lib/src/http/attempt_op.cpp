@@ -103,6 +103,9 @@ struct attempt_state {
   unsigned interim = 0;      ///< interim responses skipped so far
   bool answered = false;     ///< a byte of a response arrived
   bool keep_alive = false;   ///< the connection may carry another request
+  /// What an attempt that ended inside its initiating call threw, until the
+  /// post that reports it runs.
+  std::exception_ptr failure;
 
   bool cancelled() const { return cancellation_requested(cancel); }
   connection& conn() const { return *held->get(); }
@@ -163,7 +166,66 @@ public:
     if (s_) free_state();
   }
 
+  /// Each step runs guarded: an exception thrown before the step handed the
+  /// operation on ends the attempt with that exception, as an awaitable's
+  /// would; the handler is never lost.
   void start() {
+    guarded(false, [this] { begin(); });
+  }
+
+  /// A pool waiter woken (or cancelled).
+  void operator()(error_code ec) {
+    guarded(true, [&] { woken(ec); });
+  }
+
+  /// The setup of a new connection ended.
+  void operator()(std::exception_ptr e, error_code ec) {
+    guarded(true, [&] { set_up(e, ec); });
+  }
+
+  /// The request written, or one read of the response done.
+  void operator()(error_code ec, std::size_t n) {
+    guarded(true, [&] {
+      if (step_ == step::writing) written(ec, n);
+      else got(ec, n);
+    });
+  }
+
+  /// One read of the response within the idle limit.
+  void operator()(deadline_outcome<std::size_t> done) {
+    guarded(true, [&] {
+      if (done.exception) return fail(true, done.exception);
+      const error_code ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
+      got(ec, done.value ? *done.value : 0);
+    });
+  }
+
+  /// Back from the post that keeps an early end from completing inside the
+  /// initiating call.
+  void operator()() {
+    guarded(true, [this] {
+      if (s_->failure) fail(true, std::exchange(s_->failure, nullptr));
+      else finish(true);
+    });
+  }
+
+private:
+  enum class step { starting, writing, reading };
+
+  template <class Step>
+  void guarded(bool cont, Step&& step) {
+    try {
+      step();
+    } catch (...) {
+      // Thrown after the operation was handed on (to an inner operation
+      // whose start failed, or to the caller's handler, which threw): it
+      // goes on to whoever runs this, as any handler's exception does.
+      if (!s_) throw;
+      fail(cont, std::current_exception());
+    }
+  }
+
+  void begin() {
     attempt_state& s = *s_;
     const prepared_request& prepared = *s.prepared;
     exchange& x = s.x;
@@ -177,8 +239,6 @@ public:
       } catch (const boost::system::system_error& e) {
         x.error = e.code();
         return finish(false);
-      } catch (...) {
-        return fail(false, std::current_exception());
       }
     }
     s.target = connection_target(prepared.where);
@@ -186,8 +246,7 @@ public:
     lease(false);
   }
 
-  /// A pool waiter woken (or cancelled).
-  void operator()(error_code ec) {
+  void woken(error_code ec) {
     attempt_state& s = *s_;
     if (ec) {
       s.x.error = ec;
@@ -198,8 +257,7 @@ public:
     wait_for_connection(true);
   }
 
-  /// The setup of a new connection ended.
-  void operator()(std::exception_ptr e, error_code ec) {
+  void set_up(std::exception_ptr e, error_code ec) {
     attempt_state& s = *s_;
     if (e) {
       try {
@@ -217,26 +275,6 @@ public:
     }
     connected(true);
   }
-
-  /// The request written, or one read of the response done.
-  void operator()(error_code ec, std::size_t n) {
-    if (step_ == step::writing) return written(ec, n);
-    got(ec, n);
-  }
-
-  /// One read of the response within the idle limit.
-  void operator()(deadline_outcome<std::size_t> done) {
-    if (done.exception) return fail(true, done.exception);
-    const error_code ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
-    got(ec, done.value ? *done.value : 0);
-  }
-
-  /// Back from the post that keeps an early end from completing inside the
-  /// initiating call.
-  void operator()() { finish(true); }
-
-private:
-  enum class step { starting, writing, reading };
 
   /// Makes the attempt's own copy of the request (body reopened, decorator
   /// applied); false when it must not be sent, with the problem recorded.
@@ -313,6 +351,12 @@ private:
     // The read buffer's bound is what limits a chunk-size line, its
     // extensions and the trailers: Beast 1.81's parser waits for a whole
     // line however long it is.
+    // A cancellation that came while no operation ran (between the pool's
+    // wake-up and this step) would not reach the setup's own state.
+    if (s.cancelled()) {
+      s.x.error = asio::error::operation_aborted;
+      return finish(cont);
+    }
     client_state& c = *s.state;
     s.setup.emplace(connect_context{c.tls, c.pool, c.book,
                                     std::size_t{c.options.header_limit} + c.options.line_limit,
@@ -521,7 +565,8 @@ private:
   /// reached from the initiating call posts itself first).
   void finish(bool cont) {
     if (!cont) {
-      asio::post(ex_, std::move(*this));
+      const asio::any_io_executor ex = ex_; // not the member of an operation being moved
+      asio::post(ex, std::move(*this));
       return;
     }
     attempt_state& s = *s_;
@@ -541,7 +586,9 @@ private:
   /// of the caller's), as an awaitable's would.
   void fail(bool cont, std::exception_ptr e) {
     if (!cont) {
-      asio::post(ex_, [op = std::move(*this), e]() mutable { op.fail(true, e); });
+      s_->failure = std::move(e);
+      const asio::any_io_executor ex = ex_;
+      asio::post(ex, std::move(*this));
       return;
     }
     s_->parser.reset();

@@ -3,6 +3,7 @@
 #include <coretry/http/idempotency.hpp>
 #include <coretry/http/syntax.hpp>
 
+#include <boost/beast/core/string.hpp>
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
@@ -81,9 +82,22 @@ std::optional<std::string> request_problem(const request& req) {
     if (!is_field_value(field.value()))
       return "header '" + std::string(field.name_string()) + "' has a value with CR, LF, NUL or a control character";
   }
-  if (req.find(beast_http::field::content_length) != req.end() &&
-      req.find(beast_http::field::transfer_encoding) != req.end())
-    return "the request has both Content-Length and Transfer-Encoding";
+  // The body's framing, as the client writes it (write_request_head): by
+  // one Content-Length that is the body's size, or as chunked; a decorator
+  // that changed the body after the framing was set would otherwise send
+  // bytes the server reads as another request.
+  const std::size_t lengths = req.count(beast_http::field::content_length);
+  const std::size_t encodings = req.count(beast_http::field::transfer_encoding);
+  if (lengths != 0 && encodings != 0) return "the request has both Content-Length and Transfer-Encoding";
+  if (lengths > 1) return "the request has more than one Content-Length";
+  const std::string size = std::to_string(req.body().size());
+  if (lengths == 1 && req[beast_http::field::content_length] != size)
+    return "the request's Content-Length is not its body's size (" + size + " bytes)";
+  if (encodings > 1 || (encodings == 1 && !boost::beast::iequals(req[beast_http::field::transfer_encoding], "chunked")))
+    return "the request's Transfer-Encoding is not chunked alone (the client frames a body as one chunk, "
+           "and applies no other coding)";
+  if (lengths == 0 && encodings == 0 && !req.body().empty())
+    return "the request has a body (" + size + " bytes) but neither Content-Length nor chunked framing";
   return std::nullopt;
 }
 

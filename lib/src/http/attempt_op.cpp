@@ -4,9 +4,9 @@
 // time, give the connection back. Its state is one block, from the handler's
 // allocator (from the thread's block cache when the handler names none),
 // freed before the handler runs; every step runs on the handler's executor
-// and the last one calls the handler in place (beast::async_base). Only a new connection's setup is
-// a coroutine (establish): reusing a pooled connection, the usual case, costs
-// no frame.
+// and the last one calls the handler in place (beast::async_base). Only a
+// new connection's setup is a coroutine (establish): reusing a pooled
+// connection, the usual case, costs no frame.
 //
 // Every failure is recorded in the exchange, with how far the attempt got,
 // so that the classifier can tell "never sent" from "outcome unknown". A

@@ -104,7 +104,8 @@ std::optional<std::string> request_problem(const request& req) {
 origin_names names_of(const url_parts& parts) {
   const std::string_view scheme = parts.tls ? "https://" : "http://";
   char port[8];
-  const std::string_view port_text(port, static_cast<std::size_t>(std::to_chars(port, port + sizeof port, parts.port).ptr - port));
+  const char* const port_end = std::to_chars(port, port + sizeof port, parts.port).ptr;
+  const std::string_view port_text(port, static_cast<std::size_t>(port_end - port));
   origin_names names;
   // One allocation for each, not one per piece joined.
   names.key.reserve(scheme.size() + parts.host.size() + 1 + port_text.size());
@@ -133,7 +134,8 @@ prepared_request prepare_request(url_parts&& parts, request&& req, const request
   // A request without a target takes the URL's, sent from here rather
   // than copied into the request.
   if (req.target().empty()) prepared.target = std::move(parts.target);
-  const std::string_view target = req.target().empty() ? std::string_view(prepared.target) : std::string_view(req.target());
+  const std::string_view target =
+      req.target().empty() ? std::string_view(prepared.target) : std::string_view(req.target());
   if (target.empty() || (target.front() != '/' && !(target == "*" && req.method() == beast_http::verb::options)))
     throw std::invalid_argument("coretry::http: the request target must begin with '/'");
   if (proxy && !where.tls) {

@@ -477,6 +477,28 @@ TEST_CASE("a callback that throws ends the request with its exception, whichever
   streaming.stream_body = [](const auto&) { return true; };
   streaming.body_sink = [](std::string_view) -> boost::system::error_code { throw std::runtime_error("callback"); };
   thrown(streaming, true);
+
+  // A system_error is the attempt's error, as an I/O failure's is, not an
+  // exception for the caller.
+  coretry::http::request_options reporting;
+  reporting.policy = hostile_policy();
+  reporting.validate = [](const coretry::http::response&) -> std::optional<std::string> {
+    throw boost::system::system_error(boost::asio::error::no_permission);
+  };
+  std::optional<std::exception_ptr> error;
+  std::optional<coretry::http::result> result;
+  h.client.async_send(server.url() + "/x", coretry::http::request(beast_http::verb::get, "", 11), reporting,
+                      [&](std::exception_ptr e, coretry::http::result r) {
+                        error = e;
+                        result = std::move(r);
+                      });
+  h.io.run();
+  h.io.restart();
+  REQUIRE(error);
+  CHECK_FALSE(*error);
+  REQUIRE(result);
+  REQUIRE(result->value);
+  CHECK(result->value->error == boost::asio::error::no_permission);
 }
 
 TEST_CASE("userinfo in a URL is sent as Basic authorization to that origin, never in Host") {

@@ -212,6 +212,9 @@ public:
 private:
   enum class step { starting, writing, reading };
 
+  /// A system_error is the attempt's error (an I/O failure, or a callback
+  /// that reports one), anything else a programming error the attempt ends
+  /// with, as with the awaitable it replaced.
   template <class Step>
   void guarded(bool cont, Step&& step) {
     try {
@@ -221,7 +224,14 @@ private:
       // whose start failed, or to the caller's handler, which threw): it
       // goes on to whoever runs this, as any handler's exception does.
       if (!s_) throw;
-      fail(cont, std::current_exception());
+      try {
+        throw;
+      } catch (const boost::system::system_error& e) {
+        s_->x.error = e.code();
+        finish(cont);
+      } catch (...) {
+        fail(cont, std::current_exception());
+      }
     }
   }
 
@@ -233,14 +243,7 @@ private:
     if (const auto key = prepared.req.find("Idempotency-Key"); key != prepared.req.end())
       x.idempotency_key = std::string(key->value());
     s.req = &prepared.req;
-    if (prepared.body || prepared.decorate) {
-      try {
-        if (!per_attempt_request()) return finish(false);
-      } catch (const boost::system::system_error& e) {
-        x.error = e.code();
-        return finish(false);
-      }
-    }
+    if ((prepared.body || prepared.decorate) && !per_attempt_request()) return finish(false);
     s.target = connection_target(prepared.where);
     s.avoid = std::span<const asio::ip::tcp::endpoint>(s.used_list.data(), prepared.used.copy(s.used_list));
     lease(false);
@@ -259,16 +262,7 @@ private:
 
   void set_up(std::exception_ptr e, error_code ec) {
     attempt_state& s = *s_;
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const boost::system::system_error& thrown) {
-        s.x.error = thrown.code();
-        return finish(true);
-      } catch (...) {
-        return fail(true, std::current_exception());
-      }
-    }
+    if (e) std::rethrow_exception(e);
     if (ec) {
       s.x.error = ec; // the lease closes whatever was opened
       return finish(true);
@@ -428,16 +422,7 @@ private:
   void read_more(bool cont) {
     attempt_state& s = *s_;
     connection& conn = s.conn();
-    error_code ec;
-    try {
-      ec = parse_buffered(conn.buffer, *s.parser); // the body sink runs here
-    } catch (const boost::system::system_error& e) {
-      s.x.error = e.code();
-      return finish(cont);
-    } catch (...) {
-      return fail(cont, std::current_exception());
-    }
-    if (ec) {
+    if (const error_code ec = parse_buffered(conn.buffer, *s.parser)) { // the body sink runs here
       s.x.error = ec;
       return after_exchange(cont);
     }
@@ -549,15 +534,8 @@ private:
     // Only a connection whose exchange ended cleanly goes back to the pool.
     if (!x.error && s.keep_alive) s.held->mark_reusable();
     s.held.reset();
-    if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && s.prepared->validate) {
-      try {
-        if (auto problem = s.prepared->validate(*x.res)) x.problem = std::move(*problem);
-      } catch (const boost::system::system_error& e) {
-        x.error = e.code();
-      } catch (...) {
-        return fail(cont, std::current_exception());
-      }
-    }
+    if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && s.prepared->validate)
+      if (auto problem = s.prepared->validate(*x.res)) x.problem = std::move(*problem); // may throw: guarded
     finish(cont);
   }
 

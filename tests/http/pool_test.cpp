@@ -151,6 +151,46 @@ TEST_CASE("pool: a waiter's cancellation takes it out of the queue, and the next
   CHECK(h.pool.stats().waiting == 0);
 }
 
+TEST_CASE("pool: waiters cancelled anywhere in a long queue leave the others served in the order they came") {
+  pool_harness h(1);
+  std::optional<lease_type> held(h.take("http://a:80"));
+  constexpr int waiters = 3000;
+  std::vector<asio::cancellation_signal> signals(waiters);
+  for (int i = 0; i < waiters; ++i) h.wait("http://a:80", i, signals[static_cast<std::size_t>(i)].slot());
+  h.runner.run_ready();
+  // Every third, newest first, then the first: a queue thousands long is
+  // when cancellations come thickest.
+  std::vector<int> cancelled;
+  for (int i = waiters - 1; i > 0; --i)
+    if (i % 3 == 1) cancelled.push_back(i);
+  cancelled.push_back(0);
+  for (int i : cancelled) signals[static_cast<std::size_t>(i)].emit(asio::cancellation_type::terminal);
+  h.runner.run_ready();
+  CHECK(h.woken == cancelled);
+  for (const auto& ec : h.errors) CHECK(ec == asio::error::operation_aborted);
+  const std::size_t left = static_cast<std::size_t>(waiters) - cancelled.size();
+  CHECK(h.pool.stats().waiting == left);
+
+  h.woken.clear();
+  h.errors.clear();
+  for (std::size_t n = 0; n < left; ++n) {
+    held->mark_reusable();
+    held.reset();
+    h.runner.run_ready();
+    held.emplace(h.take("http://a:80"));
+  }
+  std::vector<int> expected;
+  for (int i = 1; i < waiters; ++i)
+    if (i % 3 != 1) expected.push_back(i);
+  CHECK(h.woken == expected);
+  for (const auto& ec : h.errors) CHECK_FALSE(ec);
+  CHECK(h.pool.stats().waiting == 0);
+  // A cancellation after its waiter was served changes nothing.
+  signals[2].emit(asio::cancellation_type::terminal);
+  h.runner.run_ready();
+  CHECK(h.woken.size() == expected.size());
+}
+
 TEST_CASE("pool: a connection idle for longer than the idle timeout is closed, not reused") {
   pool_harness h(2, 30s);
   {

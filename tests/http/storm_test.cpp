@@ -1,8 +1,9 @@
 // Many operations on a multi-threaded io_context, against every fault kind,
 // cancelled at random points (waiting for a connection, resolving,
 // connecting, in the TLS handshake, writing, reading, backing off): every
-// completion handler runs exactly once, no connection stays leased, and no
-// socket outlives the run. Meant for the asan and tsan presets as much as dev.
+// completion handler runs exactly once, no connection stays leased, the
+// client serves every request again afterwards, and no socket outlives the
+// run. Meant for the asan and tsan presets as much as dev.
 //
 // CORETRY_STORM_OPERATIONS sets the number of operations (default 10000);
 // CORETRY_STORM_SEED replays a run's random choices.
@@ -69,11 +70,12 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   const std::string ca_file = std::filesystem::temp_directory_path() / ("coretry-storm-ca-" + std::to_string(seed));
   std::ofstream(ca_file) << tls->ca_certificate_pem();
   std::thread server_thread([&] { server_io.run(); });
-  unsigned short refused_port;
-  {
-    asio::ip::tcp::acceptor probe(server_io, {asio::ip::make_address("127.0.0.1"), 0});
-    refused_port = probe.local_endpoint().port();
-  }
+  // A port that refuses for the whole run: bound, never listening, so that
+  // no other test's server can take it meanwhile.
+  asio::ip::tcp::socket refusing(server_io);
+  refusing.open(asio::ip::tcp::v4());
+  refusing.bind({asio::ip::make_address("127.0.0.1"), 0});
+  const unsigned short refused_port = refusing.local_endpoint().port();
 
   const std::vector<std::string> targets = {
       plain->base_url() + "/status/200",
@@ -206,12 +208,34 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   std::string where;
   for (const auto& [stage, n] : cancelled_at) where += " " + stage + "=" + std::to_string(n);
   MESSAGE("cancelled while:" << where);
-  // The storm reached the stages it is meant to: requests that succeed, and
-  // cancellations that land in I/O and in backoff (resolve, connect and the
-  // handshake are too quick on loopback to be hit every run).
-  CHECK(s.stops[static_cast<std::size_t>(coretry::stop_reason::succeeded)] > 0);
+  // The storm reached the stages it is meant to: cancellations that land in
+  // I/O and in backoff (resolve, connect and the handshake are too quick on
+  // loopback to be hit every run). How many requests succeed during it is
+  // reported, not asserted: its pool of 32 connections per origin is meant
+  // to be oversubscribed, and on a build or machine slow enough (tsan on a
+  // busy runner) nearly every request waits for a connection until its
+  // caller gives up.
   CHECK(cancelled_at["reading"] > 0);
   CHECK(cancelled_at["backoff"] > 0);
+
+  // After the storm the same client serves every request again, plain and
+  // TLS: no connection place was lost and no origin was left wedged.
+  io.restart();
+  constexpr int after = 8;
+  std::atomic<int> served{0};
+  for (int i = 0; i < after; ++i)
+    for (const std::string& url : {targets[0], targets[9]}) {
+      coretry::http::request_options options;
+      options.policy = {.overall_deadline = 10s, .attempt_limit = 5s, .backoff = {.initial_window = 20ms}};
+      client.async_send(url, coretry::http::request(beast_http::verb::get, "", 11), options,
+                        [&](std::exception_ptr e, coretry::http::result r) {
+                          CHECK_FALSE(e);
+                          served += r.reason == coretry::stop_reason::succeeded;
+                        });
+    }
+  io.run();
+  CHECK(served.load() == 2 * after);
+  CHECK(client.stats().leased == 0);
 
   client.close_idle();
   plain->stop();
@@ -220,6 +244,7 @@ TEST_CASE("cancellation storm: every handler exactly once, nothing leaks") {
   server_thread.join();
   plain.reset();
   tls.reset();
+  refusing.close();
   std::filesystem::remove(ca_file);
   CHECK(coretry_tests::open_sockets() == sockets_before); // no socket outlived the storm
 }

@@ -21,7 +21,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -163,7 +162,7 @@ public:
   /// `key` may be the pool's own key, which the expiry sweep may erase: it is
   /// not used after that.
   void give_back(const std::string& key, std::unique_ptr<Connection> conn, bool reusable) {
-    std::unique_ptr<waiter> woken;
+    typename waiter_queue::node_type woken;
     {
       std::lock_guard lock(mutex_);
       per_origin& o = origins_[key];
@@ -174,13 +173,10 @@ public:
       } else if (conn) {
         conn->close();
       }
-      if (!o.waiters.empty()) {
-        woken = std::move(o.waiters.front());
-        o.waiters.pop_front();
-      }
+      if (!o.waiters.empty()) woken = o.waiters.extract(o.waiters.begin()); // the oldest
       close_expired(now);
     }
-    if (woken) boost::asio::post(executor_, boost::asio::append(std::move(woken->handler), boost::system::error_code{}));
+    if (woken) boost::asio::post(executor_, boost::asio::append(std::move(woken.mapped()), boost::system::error_code{}));
   }
 
   void note_opened() {
@@ -230,14 +226,13 @@ public:
   }
 
 private:
-  struct waiter {
-    // Built, never assigned: Boost 1.81's any_completion_handler move
-    // assignment re-wraps the handler in itself; its move constructor is sound.
-    waiter(std::uint64_t i, boost::asio::any_completion_handler<void(boost::system::error_code)>&& h)
-        : id(i), handler(std::move(h)) {}
-    std::uint64_t id;
-    boost::asio::any_completion_handler<void(boost::system::error_code)> handler;
-  };
+  using wait_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
+  /// Waiters by id: ids only grow, so the first is the oldest, and one
+  /// that is cancelled is found in log(n) (a queue thousands long is when
+  /// cancellations come thickest, and the lock is held while looking).
+  /// Handlers are moved in and out by construction only: Boost 1.81's
+  /// any_completion_handler move assignment re-wraps the handler in itself.
+  using waiter_queue = std::map<std::uint64_t, wait_handler>;
 
   struct idle_entry {
     std::unique_ptr<Connection> conn;
@@ -247,7 +242,7 @@ private:
   struct per_origin {
     std::vector<idle_entry> idle;
     std::size_t leased = 0;
-    std::deque<std::unique_ptr<waiter>> waiters;
+    waiter_queue waiters;
   };
 
   /// At most once per idle timeout, closes the idle connections that are
@@ -269,7 +264,7 @@ private:
     }
   }
 
-  void add_waiter(const std::string& key, boost::asio::any_completion_handler<void(boost::system::error_code)> handler) {
+  void add_waiter(const std::string& key, wait_handler handler) {
     // The waiter's cancellation slot belongs to its own operation's strand: it
     // is assigned here, from that strand, and never touched from another
     // thread. A release wakes a waiter by posting its handler only; the slot's
@@ -283,22 +278,16 @@ private:
       return;
     }
     const std::uint64_t id = next_waiter_id_++;
-    o.waiters.push_back(std::make_unique<waiter>(id, std::move(handler)));
+    o.waiters.try_emplace(o.waiters.end(), id, std::move(handler));
     if (slot.is_connected()) {
       slot.assign([this, key, id](boost::asio::cancellation_type) {
-        std::unique_ptr<waiter> cancelled;
+        typename waiter_queue::node_type cancelled;
         {
           std::lock_guard inner(mutex_);
-          auto& queue = origins_[key].waiters;
-          for (auto it = queue.begin(); it != queue.end(); ++it)
-            if ((*it)->id == id) {
-              cancelled = std::move(*it);
-              queue.erase(it);
-              break;
-            }
+          if (const auto o = origins_.find(key); o != origins_.end()) cancelled = o->second.waiters.extract(id);
         }
         if (cancelled)
-          boost::asio::post(executor_, boost::asio::append(std::move(cancelled->handler),
+          boost::asio::post(executor_, boost::asio::append(std::move(cancelled.mapped()),
                                                            boost::system::error_code(boost::asio::error::operation_aborted)));
       });
     }

@@ -8,7 +8,8 @@
 // For queues of 100, 1,000 and 10,000 waiters: the time per cancellation,
 // cancelled in a shuffled order (the emit: finding the waiter and posting
 // its handler; not the handler's run), and the time per wake-up, each
-// connection given back waking the oldest waiter. The median of `rounds`.
+// connection given back waking the oldest waiter (with the lease taken
+// again, as the woken attempt would). The median of `rounds`.
 
 #include "pool.hpp"
 

@@ -8,8 +8,12 @@
 // clock, so that it can be driven without sockets and on virtual time.
 // Internal to coretry::http.
 
+#include <coretry/detail/erase_handler.hpp>
+#include <coretry/detail/operation_executor.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/with_deadline.hpp>
+
+#include "waiter_registry.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -70,7 +74,7 @@ private:
 /// gives the idle times; its current time is read through `now`, so that a
 /// clock whose time lives elsewhere (virtual time) can be used.
 template <class Connection, class Clock = std::chrono::steady_clock>
-class basic_connection_pool {
+class basic_connection_pool final : waiter_holder {
 public:
   using connection_type = Connection;
   using time_point = typename Clock::time_point;
@@ -78,12 +82,24 @@ public:
 
   basic_connection_pool(boost::asio::any_io_executor ex, std::size_t max_per_origin, duration idle_timeout,
                         std::function<time_point()> now = [] { return Clock::now(); })
-      : executor_(std::move(ex)), max_per_origin_(max_per_origin), idle_timeout_(idle_timeout), now_(std::move(now)) {}
+      : executor_(std::move(ex)), max_per_origin_(max_per_origin), idle_timeout_(idle_timeout), now_(std::move(now)),
+        registry_(&boost::asio::use_service<waiter_registry>(coretry::detail::context_of(executor_))) {
+    if (!registry_->add(this)) {
+      registry_ = nullptr;
+      shut_down_ = true;
+    }
+  }
 
   basic_connection_pool(const basic_connection_pool&) = delete;
   basic_connection_pool& operator=(const basic_connection_pool&) = delete;
 
   ~basic_connection_pool() {
+    waiter_registry* registry = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      registry = registry_;
+    }
+    if (registry) registry->remove(this);
     std::lock_guard lock(mutex_);
     for (auto& [key, o] : origins_)
       for (auto& entry : o.idle) entry.conn->close();
@@ -147,12 +163,13 @@ public:
   /// with new callers of try_lease for the freed place (no place is held
   /// for it). Completion: void(error_code),
   /// posted to the pool's executor; operation_aborted when the waiter's own
-  /// cancellation (of any type) came first.
+  /// cancellation (of any type) came first. A waiter still waiting when the
+  /// pool's execution context shuts down is destroyed unrun then.
   template <class Token>
   auto async_wait_for_release(const std::string& key, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [this, key](auto handler) {
-          add_waiter(key, boost::asio::any_completion_handler<void(boost::system::error_code)>(std::move(handler)));
+          add_waiter(key, coretry::detail::erase_handler<void(boost::system::error_code)>(std::move(handler)));
         },
         token);
   }
@@ -226,7 +243,6 @@ public:
   }
 
 private:
-  using wait_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
   /// Waiters by id: ids only grow, so the first is the oldest, and one
   /// that is cancelled is found in log(n) (a queue thousands long is when
   /// cancellations come thickest, and the lock is held while looking).
@@ -264,13 +280,29 @@ private:
     }
   }
 
+  void take_waiters_at_shutdown(std::vector<wait_handler>& out) override {
+    std::lock_guard lock(mutex_);
+    shut_down_ = true;
+    registry_ = nullptr;
+    for (auto& [key, o] : origins_) {
+      for (auto& [id, handler] : o.waiters) out.push_back(std::move(handler));
+      o.waiters.clear();
+    }
+  }
+
   void add_waiter(const std::string& key, wait_handler handler) {
     // The waiter's cancellation slot belongs to its own operation's strand: it
     // is assigned here, from that strand, and never touched from another
     // thread. A release wakes a waiter by posting its handler only; the slot's
     // handler finds waiters by id, so a stale one cancels nothing.
     boost::asio::cancellation_slot slot = handler.get_cancellation_slot();
+    std::optional<wait_handler> dropped; // destroyed after the lock is let go
     std::lock_guard lock(mutex_);
+    if (shut_down_) {
+      // The context has shut down: nothing would ever wake it.
+      dropped.emplace(std::move(handler));
+      return;
+    }
     per_origin& o = origins_[key];
     if (o.leased + o.idle.size() < max_per_origin_ || !o.idle.empty()) {
       // Freed between try_lease and here: go round again at once.
@@ -304,6 +336,8 @@ private:
   std::uint64_t lookups_ = 0;
   std::uint64_t next_waiter_id_ = 1;
   time_point next_expiry_sweep_{};
+  waiter_registry* registry_; ///< null once the context has shut down
+  bool shut_down_ = false;    ///< the context has shut down: no waiter is kept
 };
 
 } // namespace coretry::http::detail

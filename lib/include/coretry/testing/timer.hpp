@@ -4,6 +4,7 @@
 /// @file
 /// A timer on virtual time, with the interface of Asio's waitable timers.
 
+#include <coretry/detail/erase_handler.hpp>
 #include <coretry/testing/clock.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -73,7 +74,9 @@ public:
   auto async_wait(WaitToken&& token) {
     return boost::asio::async_initiate<WaitToken, void(boost::system::error_code)>(
         [this](auto handler) {
-          service_->add_wait(id_, expiry_, std::move(handler), boost::asio::any_io_executor(executor_));
+          service_->add_wait(id_, expiry_,
+                             coretry::detail::erase_handler<void(boost::system::error_code)>(std::move(handler)),
+                             boost::asio::any_io_executor(executor_));
         },
         token);
   }

@@ -1,0 +1,68 @@
+// Teardown with requests waiting for a pooled connection: the client
+// destroyed (before its context, as its documentation asks), then the
+// io_context, while one request holds the origin's only connection to a
+// server that never answers and the others wait in the pool. Every request
+// is destroyed unrun with its context; nothing is used after it is freed
+// (asan) and nothing is kept alive (a waiter holds its attempt, which holds
+// the client's state, which holds the pool): every handler is destroyed.
+
+#include "loopback_listener.hpp"
+
+#include <coretry/http/client.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace asio = boost::asio;
+namespace beast_http = boost::beast::http;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct teardown_run {
+  int ran = 0;                  ///< handlers that ran
+  long handlers_left = 0;       ///< handlers neither run nor destroyed
+  std::size_t were_waiting = 0; ///< requests waiting in the pool before the teardown
+};
+
+/// `requests` GETs to a server that accepts (the kernel does) and never
+/// answers, one connection per origin; the context runs for 100 ms, then
+/// the client and the context are destroyed in that order.
+teardown_run tear_down_with_waiters(int requests) {
+  coretry::test::loopback_listener silent;
+  const std::string url = "http://127.0.0.1:" + std::to_string(silent.port()) + "/never";
+  teardown_run out;
+  auto token = std::make_shared<int>(0); // one copy per live handler
+  {
+    auto io = std::make_unique<asio::io_context>();
+    coretry::http::client_options options;
+    options.max_connections_per_origin = 1;
+    auto client = std::make_unique<coretry::http::client>(io->get_executor(), options);
+    for (int i = 0; i < requests; ++i)
+      client->async_send(url, coretry::http::request(beast_http::verb::get, "", 11), {},
+                         [&out, token](std::exception_ptr, coretry::http::result) { ++out.ran; });
+    io->run_for(100ms);
+    out.were_waiting = client->stats().waiting;
+    client.reset();
+    io.reset();
+  }
+  out.handlers_left = token.use_count() - 1;
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("teardown: requests waiting for a pooled connection, the client then its io_context destroyed") {
+  for (const int requests : {1, 2, 3, 64}) {
+    CAPTURE(requests);
+    const teardown_run run = tear_down_with_waiters(requests);
+    CHECK(run.were_waiting == static_cast<std::size_t>(requests - 1));
+    CHECK(run.ran == 0);
+    CHECK(run.handlers_left == 0);
+  }
+}

@@ -3,10 +3,13 @@
 // bare io_context executor, callbacks bound to strands and coroutines;
 // deadlines that race the operation's completion within microseconds; the
 // caller's cancellation sent from other threads (through the handler's
-// strand, as Asio requires); and, in some rounds, the io_context stopped and
-// destroyed mid-flight. Every handler must run exactly once, on its
-// executor, and nothing may outlive its context. Run it under tsan and asan:
-// a data race or a use after free there is a failure too.
+// strand, as Asio requires); hedged operations sharing one gate, budget and
+// latency tracker, every retry and hedge a probe the gate must hear the end
+// of exactly once; handlers on a strand of a second io_context, cancelled
+// from there; and, in some rounds, the I/O context stopped and destroyed
+// mid-flight. Every handler must run exactly once, on its executor, and
+// nothing may outlive its context. Run it under tsan and asan: a data race
+// or a use after free there is a failure too.
 //
 // Seeded: CORETRY_STRESS_SEED replays a run (the seed is printed on
 // failure), CORETRY_STRESS_ROUNDS and CORETRY_STRESS_OPERATIONS size it.
@@ -30,6 +33,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -105,6 +110,37 @@ auto timed_operation(asio::io_context& io, microseconds after) {
       asio::deferred);
 }
 
+/// A gate shared by every operation of a round, on every thread: it admits
+/// every retry and hedge as a probe, and checks that each probe it admitted
+/// is said to be over exactly once.
+class probe_ledger_gate final : public coretry::retry_gate {
+public:
+  void record(coretry::attempt_status, coretry::duration) noexcept override {}
+  coretry::gate_decision ask(coretry::duration, coretry::duration, const coretry::gate_decision*) noexcept override {
+    std::lock_guard lock(mutex_);
+    const std::uint64_t ticket = next_++;
+    open_.insert(ticket);
+    return coretry::gate_decision::admit_probe(ticket);
+  }
+  void probe_ended(std::uint64_t ticket) noexcept override {
+    std::lock_guard lock(mutex_);
+    if (open_.erase(ticket) == 0) ++unknown_;
+  }
+  /// "" when every admitted probe ended once, else what went wrong.
+  std::string broken() const {
+    std::lock_guard lock(mutex_);
+    if (!open_.empty()) return std::to_string(open_.size()) + " of " + std::to_string(next_ - 1) + " probes never ended";
+    if (unknown_ != 0) return std::to_string(unknown_) + " probes ended twice or were never admitted";
+    return "";
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::uint64_t next_ = 1;
+  std::set<std::uint64_t> open_;
+  std::uint64_t unknown_ = 0;
+};
+
 coretry::policy tiny_policy() {
   coretry::policy p;
   p.max_attempts = 3;
@@ -119,8 +155,26 @@ coretry::policy tiny_policy() {
   return p;
 }
 
-enum class kind { deadline_bare, deadline_strand, deadline_coroutine, retry_bare, retry_strand, retry_coroutine };
-constexpr int kinds = 6;
+coretry::policy hedged_policy() {
+  coretry::policy p = tiny_policy();
+  p.max_attempts = 4;
+  p.hedging.max_hedges = 2;
+  p.hedging.delay = microseconds(300);
+  return p;
+}
+
+enum class kind {
+  deadline_bare,
+  deadline_strand,
+  deadline_coroutine,
+  retry_bare,
+  retry_strand,
+  retry_coroutine,
+  retry_hedged,
+  deadline_other_context,
+  retry_other_context,
+};
+constexpr int kinds = 9;
 
 const char* name(kind k) {
   switch (k) {
@@ -130,6 +184,9 @@ const char* name(kind k) {
   case kind::retry_bare: return "async_retry, callback on the bare executor";
   case kind::retry_strand: return "async_retry, callback on a strand";
   case kind::retry_coroutine: return "async_retry, use_awaitable";
+  case kind::retry_hedged: return "async_retry with hedges, a shared gate, budget and tracker, callback on a strand";
+  case kind::deadline_other_context: return "async_with_deadline, callback on a strand of a second io_context";
+  case kind::retry_other_context: return "async_retry, callback on a strand of a second io_context";
   }
   return "?";
 }
@@ -146,6 +203,23 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
   coretry::retry_options options;
   options.safety = coretry::repeat_safety::idempotent;
   options.cancellation_repeat = microseconds(200);
+  // Shared by the hedged operations; they outlive both contexts.
+  const coretry::policy hedged = hedged_policy();
+  probe_ledger_gate gate;
+  // Room for most retries and hedges, so that many probes are admitted.
+  coretry::token_bucket_budget budget({/*capacity=*/100.0, /*tokens_per_initial_request=*/0.5});
+  coretry::latency_tracker tracker;
+  coretry::retry_options hedged_options = options;
+  hedged_options.gate = &gate;
+  hedged_options.budget = &budget;
+  hedged_options.tracker = &tracker;
+  // The handlers' context: two threads of its own, outliving the I/O context.
+  asio::io_context other(2);
+  auto other_work = asio::make_work_guard(other);
+  std::vector<std::thread> other_threads;
+  for (int t = 0; t < 2; ++t) other_threads.emplace_back([&other] { other.run(); });
+  std::vector<asio::strand<asio::io_context::executor_type>> other_strands;
+  for (int i = 0; i < 4; ++i) other_strands.push_back(asio::make_strand(other));
   {
     asio::io_context io(4);
     auto bare = io.get_executor();
@@ -162,19 +236,22 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
       const microseconds takes(draw(4) == 0 ? 0 : draw(2000));
       const auto deadline = std::chrono::steady_clock::now() + microseconds(draw(2000));
       auto strand = strands[draw(strands.size())];
+      auto other_strand = other_strands[draw(other_strands.size())];
       // The caller's cancellation, from the handler's strand (other
       // threads than the one that started the operation), in half of the
-      // strand-bound operations.
+      // strand-bound operations: a strand of the I/O context, or one of the
+      // second context for a handler bound there.
       const bool cancel = draw(2) == 0;
       const microseconds cancel_after(draw(2000));
       auto signal = std::make_shared<asio::cancellation_signal>();
       auto done = std::make_shared<bool>(false); // touched on the strand only
-      auto arm_cancel = [&, strand, signal, done, cancel_after] {
-        auto timer = std::make_shared<asio::steady_timer>(io, cancel_after);
-        timer->async_wait(asio::bind_executor(strand, [timer, signal, done](boost::system::error_code) {
+      auto arm_cancel_on = [&, signal, done, cancel_after](auto on, asio::io_context& timers) {
+        auto timer = std::make_shared<asio::steady_timer>(timers, cancel_after);
+        timer->async_wait(asio::bind_executor(on, [timer, signal, done](boost::system::error_code) {
           if (!*done) signal->emit(asio::cancellation_type::terminal);
         }));
       };
+      auto arm_cancel = [&, strand] { arm_cancel_on(strand, io); };
       switch (k) {
       case kind::deadline_bare:
         coretry::async_with_deadline<int>(bare, deadline, timed_operation(io, takes),
@@ -222,6 +299,41 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
                 })));
         if (cancel) arm_cancel();
         break;
+      case kind::retry_hedged:
+        coretry::async_retry(
+            bare, hedged, hedged_options, [&io, takes](const auto&) { return timed_operation(io, takes); },
+            asio::bind_cancellation_slot(
+                signal->slot(), asio::bind_executor(strand, [p = probe(book, i), strand, signal,
+                                                             done](std::exception_ptr, coretry::outcome<int>) mutable {
+                  *done = true;
+                  p.ran(strand.running_in_this_thread());
+                })));
+        if (cancel) arm_cancel();
+        break;
+      case kind::deadline_other_context:
+        coretry::async_with_deadline<int>(
+            bare, deadline, timed_operation(io, takes),
+            asio::bind_cancellation_slot(
+                signal->slot(),
+                asio::bind_executor(other_strand, [p = probe(book, i), other_strand, signal,
+                                                   done](coretry::deadline_outcome<int>) mutable {
+                  *done = true;
+                  p.ran(other_strand.running_in_this_thread());
+                })));
+        if (cancel) arm_cancel_on(other_strand, other);
+        break;
+      case kind::retry_other_context:
+        coretry::async_retry(
+            bare, policy, options, [&io, takes](const auto&) { return timed_operation(io, takes); },
+            asio::bind_cancellation_slot(
+                signal->slot(),
+                asio::bind_executor(other_strand, [p = probe(book, i), other_strand, signal,
+                                                   done](std::exception_ptr, coretry::outcome<int>) mutable {
+                  *done = true;
+                  p.ran(other_strand.running_in_this_thread());
+                })));
+        if (cancel) arm_cancel_on(other_strand, other);
+        break;
       case kind::retry_coroutine:
         asio::co_spawn(
             strand,
@@ -244,7 +356,10 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
     work.reset();
     for (auto& t : threads) t.join();
     if (!teardown) {
-      // Ran dry: every handler has run, none was dropped.
+      // Ran dry: every handler has run (those of the second context once
+      // it has run what was posted there), none was dropped.
+      other_work.reset();
+      for (auto& t : other_threads) t.join();
       for (std::size_t i = 0; i < n; ++i)
         if (book.ran[i] != 1 || book.unrun[i] != 0) {
           std::ostringstream out;
@@ -254,6 +369,13 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
         }
     }
   } // the io_context is destroyed here, with whatever is still pending
+  // The second context runs what was posted to it, then is destroyed.
+  other_work.reset();
+  for (auto& t : other_threads)
+    if (t.joinable()) t.join();
+  other.restart();
+  other.run();
+  if (std::string broken = gate.broken(); !broken.empty()) return "the shared gate: " + broken;
   for (std::size_t i = 0; i < n; ++i)
     if (book.ran[i] + book.unrun[i] != 1 || book.ran[i] > 1) {
       std::ostringstream out;

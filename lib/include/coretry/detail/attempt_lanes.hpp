@@ -49,6 +49,7 @@ public:
     --in_flight_;
   }
   attempt_lane& operator[](std::size_t i) noexcept { return lanes_[i]; }
+  static constexpr std::size_t size() noexcept { return N; }
   unsigned in_flight() const noexcept { return in_flight_; }
   /// Sends terminal cancellation to every attempt in flight. An attempt
   /// runner never completes inside the emission.

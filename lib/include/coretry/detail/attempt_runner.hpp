@@ -36,6 +36,7 @@
 
 #include <coretry/attempt.hpp>
 #include <coretry/detail/block_cache.hpp>
+#include <coretry/detail/caller_link.hpp>
 #include <coretry/detail/counted_ref.hpp>
 #include <coretry/detail/deadline_queue.hpp>
 #include <coretry/detail/operation_executor.hpp>
@@ -103,6 +104,7 @@ class attempt_runner {
   using ref = counted_ref<attempt_runner>;
   friend class counted_ref<attempt_runner>;
   friend struct owned_handler<attempt_runner>;
+  friend class caller_link_handler<attempt_runner>;
 
 public:
   using time_point = typename Timer::time_point;
@@ -146,9 +148,10 @@ private:
   }
 
   ~attempt_runner() {
-    // Destroyed unrun (the io_context went away mid-attempt): the caller's
-    // slot must not keep a handler that points here.
-    if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
+    // Destroyed unrun (the io_context went away mid-attempt), perhaps on
+    // another thread than the caller's: the handler in the caller's slot
+    // must never reach here again, and the slot is not touched from here.
+    caller_.detach();
   }
 
   // What owned_handler asks of its owner.
@@ -157,6 +160,14 @@ private:
   const handler_allocator& allocator() const noexcept { return alloc_; }
 
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
+  // A reference for an emission of the caller's, unless the runner is
+  // already being freed.
+  bool try_add_ref() noexcept {
+    int n = references_.load(std::memory_order_relaxed);
+    while (n > 0)
+      if (references_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+    return false;
+  }
   // The last reference frees the runner, then (when it was given back by a
   // handler that ran, and the attempt is over) calls the caller's handler:
   // no handler of the runner is left anywhere when the caller goes on. A
@@ -195,20 +206,7 @@ private:
   void launch(time_point deadline, Op&& op) {
     ref self(this); // launch's own reference: never calls the handler in place,
                     // since the initiating call must never complete the caller
-    caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
-    if (caller_slot_.is_connected()) {
-      // Any cancellation the caller sends becomes terminal for the attempt:
-      // the attempt is abandoned, so its I/O must stop and may not be reused.
-      // It is acted on from the runner's executor, whatever thread the
-      // caller emits from.
-      caller_slot_.assign([this](boost::asio::cancellation_type type) {
-        if (!(type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial))) return;
-        boost::asio::post(executor_, boost::asio::bind_allocator(alloc_, [self = ref(this)]() mutable {
-                            self->on_caller_cancel();
-                            self.done();
-                          }));
-      });
-    }
+    caller_.attach(boost::asio::get_associated_cancellation_slot(handler_), this);
 
     std::exception_ptr thrown_after_completing;
     ++callout_;
@@ -240,6 +238,19 @@ private:
     }
     self.done(true);
     if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
+  }
+
+  // The caller's emission (caller_link), on the caller's executor. Any
+  // cancellation the caller sends becomes terminal for the attempt: the
+  // attempt is abandoned, so its I/O must stop and may not be reused. It is
+  // acted on from the runner's executor, whatever thread the caller emits from.
+  void on_caller_cancellation(boost::asio::cancellation_type type) {
+    if (!(type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial))) return;
+    if (!try_add_ref()) return;
+    boost::asio::post(executor_, boost::asio::bind_allocator(alloc_, [self = ref::adopt(this)]() mutable {
+                        self->on_caller_cancel();
+                        self.done();
+                      }));
   }
 
   void on_caller_cancel() {
@@ -360,7 +371,10 @@ private:
     if (timed_out_ && !result_.exception) result_.error = attempt_error::timed_out;
     ++generation_; // an expiry already on its way is stale
     disarm();
-    if (caller_slot_.is_connected()) caller_slot_.clear();
+    // The caller emits from its handler's executor: the slot is cleared
+    // from here only when that is this executor.
+    if (work_) caller_.detach();
+    else caller_.detach_and_clear();
     // The caller's handler is called by the last reference to go, once the
     // cancelled wait (if any) has come back: see release.
   }
@@ -374,7 +388,7 @@ private:
   stuck_report stuck_;
   boost::asio::any_io_executor executor_; ///< serial: the runner's steps run here
   boost::asio::cancellation_signal signal_;
-  boost::asio::cancellation_slot caller_slot_;
+  caller_link<attempt_runner> caller_; ///< the handler in the caller's cancellation slot
   [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
   attempt_completion<T> result_;
   std::atomic<int> references_{0};

@@ -6,6 +6,7 @@
 
 #include <coretry/detail/attempt_lanes.hpp>
 #include <coretry/detail/attempt_runner.hpp>
+#include <coretry/detail/caller_link.hpp>
 #include <coretry/detail/counted_ref.hpp>
 #include <coretry/detail/operation_executor.hpp>
 
@@ -50,6 +51,7 @@ class retry_op {
   using attempt_handler = lane_handler<retry_op>;
   friend class counted_ref<retry_op>;
   friend struct lane_handler<retry_op>;
+  friend class caller_link_handler<retry_op>;
 
 public:
   using allocator_type = handler_allocator;
@@ -117,11 +119,20 @@ private:
       boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.consider_hedge(); }));
     };
     hedge_wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    // The caller emits from its handler's executor: when that is the
+    // strand, the slot may be cleared from the operation's steps.
+    if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
+      clear_in_place_ = boost::asio::any_io_executor(work_.executor()) == strand_;
   }
 
   ~retry_op() {
-    // The caller's slot must never keep a handler that points here.
-    if (caller_slot_.is_connected() && caller_slot_.has_handler()) caller_slot_.clear();
+    // Destroyed unrun (its io_context went away), perhaps on another thread
+    // than the caller's: the handler in the caller's slot must never reach
+    // here again, and the slot is not touched from here.
+    caller_.detach();
+    // Probe tickets of attempts that never ended go back to the gate.
+    for (std::size_t i = 0; i < lanes_.size(); ++i)
+      if (lanes_[i].busy) core_.probe_over(std::exchange(lanes_[i].probe, 0));
   }
 
   // What each attempt's runner completes to (lane_handler): the strand,
@@ -133,6 +144,14 @@ private:
   bool hedging() const noexcept { return core_.policy().hedging.max_hedges > 0; }
 
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
+  // A reference for an emission of the caller's, unless the operation is
+  // already being freed.
+  bool try_add_ref() noexcept {
+    int n = references_.load(std::memory_order_relaxed);
+    while (n > 0)
+      if (references_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+    return false;
+  }
 
   // `post`: given back by the initiating call, where the handler must not run.
   // A handler that throws throws out of here, to whoever ran the last step.
@@ -166,20 +185,20 @@ private:
   duration elapsed() const { return now() - start_; }
   bool cancel_requested() const noexcept { return requested_.load(std::memory_order_acquire) != 0; }
 
+  // The caller's emission (caller_link), on the caller's executor. The
+  // request is recorded at once (so that it is honoured whenever it comes,
+  // even before the first step) and acted on from the strand.
+  void on_caller_cancellation(boost::asio::cancellation_type type) {
+    const unsigned honoured = static_cast<unsigned>(type) & honoured_cancellation;
+    if (honoured == 0 || !try_add_ref()) return;
+    requested_.fetch_or(honoured, std::memory_order_acq_rel);
+    boost::asio::post(strand_, adopt_step([](retry_op& op) { op.on_cancel(); }));
+  }
+
   // Initiation: runs in the caller's call to async_retry.
   void launch() {
     ref self(this);
-    caller_slot_ = boost::asio::get_associated_cancellation_slot(handler_);
-    if (caller_slot_.is_connected()) {
-      // The request is recorded at once (so that it is honoured whenever it
-      // comes, even before the first step) and acted on from the strand.
-      caller_slot_.assign([this](boost::asio::cancellation_type type) {
-        const unsigned honoured = static_cast<unsigned>(type) & honoured_cancellation;
-        if (honoured == 0) return;
-        requested_.fetch_or(honoured, std::memory_order_acq_rel);
-        boost::asio::post(strand_, make_step([](retry_op& op) { op.on_cancel(); }));
-      });
-    }
+    caller_.attach(boost::asio::get_associated_cancellation_slot(handler_), this);
     start_ = now();
     origin_ = std::chrono::duration_cast<duration>(start_.time_since_epoch());
     const std::optional<latency_snapshot> observed = observe(origin_);
@@ -403,7 +422,11 @@ private:
       record.classified = classify_(static_cast<const boost::system::error_code&>(done.error),
                                     static_cast<const T&>(*result_.value));
     } catch (...) {
+      // As a throwing factory: the probe goes back, the other attempts are
+      // wound down, and the last to finish delivers the exception.
       exception_ = std::current_exception();
+      core_.probe_over(probe);
+      if (!last) return wind_down();
       return fail();
     }
     // An attempt ended by the caller's cancellation says so, whatever error
@@ -512,7 +535,8 @@ private:
     cancel_hedge_timer();
     phase_ = phase::done;
     finished_ = true;
-    if (caller_slot_.is_connected()) caller_slot_.clear();
+    if (clear_in_place_) caller_.detach_and_clear();
+    else caller_.detach();
   }
 
   enum class phase { starting, attempting, deciding, sleeping, done };
@@ -538,11 +562,12 @@ private:
   attempt_lanes<policy::max_hedges_cap + 1> lanes_; ///< the attempts in flight (one without hedging)
   std::optional<stop_reason> stopping_; ///< decided while attempts were in flight: concluded by the last
   bool hedge_at_once_ = false; ///< an attempt failed while others run: the next hedge is due now
-  boost::asio::cancellation_slot caller_slot_;
+  caller_link<retry_op> caller_; ///< the handler in the caller's cancellation slot
   std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
   std::atomic<int> references_{0};
   phase phase_ = phase::starting;
   bool finished_ = false;
+  bool clear_in_place_ = false; ///< the caller emits from the strand
 };
 
 /// The operation's initiation: checks nothing (async_retry has), allocates

@@ -25,7 +25,7 @@ function(coretry_discover_tests target)
       -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_discovery.cmake)
 endfunction()
 
-# coretry_test_suite(target SOURCES ... LIBRARIES ... [UNITY] [TEST_PREFIX p] [PROPERTIES ...])
+# coretry_test_suite(target SOURCES ... LIBRARIES ... [UNITY] [THREADS] [TEST_PREFIX p] [PROPERTIES ...])
 #
 # A suite's test executable: its sources, linked with its libraries and
 # doctest, built with -Wall -Wextra, and its cases registered with
@@ -39,8 +39,16 @@ endfunction()
 # than once per file: the largest suites build in well under half the time,
 # which CI's budget needs (tests/README.md, "What CI costs"). Helpers at
 # file scope of such a suite must have names of their own across its files.
+#
+# THREADS: the suite runs code on more than one thread (std::thread, an
+# io_context run by several threads, a server on a thread of the test's own,
+# Asio's resolver, which resolves on a thread of its own). Its ctest entries,
+# discovery.<target> included, get the label `threads`, the only tests the
+# tsan preset runs, and the target joins coretry_threaded_tests, the only
+# target the tsan preset builds. A suite that starts a thread without it
+# fails in the dev preset (CORETRY_CHECK_THREAD_LABELS, below).
 function(coretry_test_suite target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "UNITY" "TEST_PREFIX" "SOURCES;LIBRARIES;PROPERTIES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "UNITY;THREADS" "TEST_PREFIX" "SOURCES;LIBRARIES;PROPERTIES")
   add_executable(${target} ${arg_SOURCES})
   target_link_libraries(${target} PRIVATE ${arg_LIBRARIES} doctest::doctest)
   target_compile_options(${target} PRIVATE -Wall -Wextra)
@@ -53,5 +61,20 @@ function(coretry_test_suite target)
       endif()
     endforeach()
   endif()
-  coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES})
+  if(arg_THREADS)
+    coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES} LABELS threads)
+    set_tests_properties(discovery.${target} PROPERTIES LABELS threads)
+    add_dependencies(coretry_threaded_tests ${target})
+  elseif(CORETRY_CHECK_THREAD_LABELS)
+    # Each entry runs with coretry_thread_check preloaded: a thread started
+    # by the suite's code aborts it, naming the suite (thread_check.cpp).
+    # Two properties of one value each: doctest_discover_tests splits a
+    # value at ';', so ENVIRONMENT cannot hold both variables.
+    coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES}
+      ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:coretry_thread_check>"
+      ENVIRONMENT_MODIFICATION "CORETRY_THREAD_CHECK=set:${target}")
+    add_dependencies(${target} coretry_thread_check)
+  else()
+    coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES})
+  endif()
 endfunction()

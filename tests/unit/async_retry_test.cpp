@@ -20,7 +20,6 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <thread>
 
 using namespace coretry_tests;
 using coretry::stop_reason;
@@ -696,43 +695,6 @@ TEST_CASE_FIXTURE(virtual_time, "an operation whose start throws is reported onc
   CHECK(calls == 1); // a programming error is not retried
 }
 
-TEST_CASE("the first attempt starts on the operation's strand, not on the calling thread") {
-  // Real threads: where the attempt starts is asserted, not when.
-  asio::io_context io(2);
-  auto guard = asio::make_work_guard(io);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t) threads.emplace_back([&] { io.run(); });
-  coretry::policy p;
-  coretry::retry_options options;
-  options.safety = coretry::repeat_safety::idempotent;
-  constexpr int operations = 200;
-  std::atomic<int> started_on_caller{0};
-  std::atomic<int> completions{0};
-  const auto caller = std::this_thread::get_id();
-  for (int i = 0; i < operations; ++i) {
-    // The io_context's own executor on two threads: the operation makes a strand.
-    coretry::async_retry(
-        io.get_executor(), p, options,
-        [&](coretry::attempt_context<std::chrono::steady_clock>) {
-          if (std::this_thread::get_id() == caller) started_on_caller.fetch_add(1);
-          // Completes as soon as the strand runs it, while its starter may still be busy.
-          return deferred_attempt([&io](auto handler) {
-            auto ex = asio::get_associated_executor(handler, io.get_executor());
-            asio::post(ex, asio::append(std::move(handler), boost::system::error_code{}, 1));
-          });
-        },
-        coretry::default_classifier{}, [&](std::exception_ptr e, coretry::outcome<int> r) {
-          CHECK_FALSE(e);
-          CHECK(r.succeeded());
-          completions.fetch_add(1);
-        });
-  }
-  guard.reset();
-  for (auto& t : threads) t.join();
-  CHECK(started_on_caller.load() == 0);
-  CHECK(completions.load() == operations);
-}
-
 TEST_CASE("no attempt limit under no deadline: the attempt's deadline saturates, it does not wrap") {
   coretry::policy p;
   p.overall_deadline = coretry::duration::max();
@@ -778,53 +740,6 @@ TEST_CASE("observer and counters see every event") {
   CHECK(s.attempts_per_operation[0] == 1);
   CHECK(s.attempts_per_operation[2] == 1);
   CHECK(s.stops[static_cast<int>(stop_reason::succeeded)] == 2);
-}
-
-TEST_CASE("a strand on a multi-threaded io_context: every handler exactly once") {
-  // Real time, real threads: counts are asserted, durations are not.
-  asio::io_context io(4);
-  coretry::policy p = coretry::test::quick_policy(5s, 2ms, 1ms);
-  p.max_attempts = 4;
-  p.min_attempt_allowance = 1ms;
-  p.completion_reserve = 0ms;
-  coretry::token_bucket_budget budget;
-  coretry::retry_counters counters;
-  coretry::retry_options options;
-  options.safety = coretry::repeat_safety::idempotent;
-  options.budget = &budget;
-  options.observer = &counters;
-  constexpr int operations = 400;
-  std::atomic<int> completions{0};
-  std::vector<std::unique_ptr<asio::cancellation_signal>> cancels;
-  for (int i = 0; i < operations; ++i) {
-    auto strand = asio::make_strand(io);
-    cancels.push_back(std::make_unique<asio::cancellation_signal>());
-    auto attempt = [i](coretry::attempt_context<std::chrono::steady_clock> c) -> asio::awaitable<int> {
-      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::microseconds(500 * ((i + c.number) % 6)));
-      co_await t.async_wait(asio::use_awaitable);
-      if ((i + c.number) % 3 != 0) throw boost::system::system_error(asio::error::connection_reset);
-      co_return i;
-    };
-    coretry::async_retry(strand, p, options, attempt, coretry::default_classifier{},
-                         asio::bind_cancellation_slot(cancels.back()->slot(),
-                                                      [&](std::exception_ptr e, coretry::outcome<int>) {
-                                                        CHECK_FALSE(e);
-                                                        completions.fetch_add(1);
-                                                      }));
-    if (i % 5 == 0) {
-      // Cancel some from their own strand, as the contract asks.
-      asio::post(strand, [&, i] { cancels[i]->emit(asio::cancellation_type::terminal); });
-    }
-  }
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
-  for (auto& t : threads) t.join();
-  CHECK(completions.load() == operations);
-  const auto s = counters.read();
-  std::uint64_t stops = 0;
-  for (auto n : s.stops) stops += n;
-  CHECK(stops == operations);
-  CHECK(s.operations == operations);
 }
 
 TEST_CASE("a single-threaded io_context needs no strand, a multi-threaded one does") {

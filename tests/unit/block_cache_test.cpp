@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <optional>
 #include <set>
-#include <thread>
 #include <vector>
 
 using namespace coretry_tests;
@@ -74,42 +73,6 @@ TEST_CASE("block cache: it keeps at most its few slots, and no block larger than
   void* big = block_cache::allocate(block_cache::largest + 1);
   block_cache::deallocate(big, block_cache::largest + 1);
   CHECK(block_cache::cached() == 0);
-}
-
-TEST_CASE("block cache: a block freed on another thread is kept by that thread, which frees it when it ends") {
-  drain();
-  void* block = block_cache::allocate(128);
-  std::size_t there = 0;
-  std::thread([&] {
-    block_cache::deallocate(block, 128);
-    there = block_cache::cached();
-  }).join();
-  CHECK(there == 1);
-  CHECK(block_cache::cached() == 0);
-}
-
-namespace {
-// Made before the thread's cache, so destroyed after it: what it frees then
-// must go straight back to the heap.
-struct freed_at_thread_end {
-  void* block = nullptr;
-  ~freed_at_thread_end() {
-    if (block) block_cache::deallocate(block, 256);
-  }
-};
-} // namespace
-
-TEST_CASE("block cache: a block freed after its thread's cache is gone goes back to the heap") {
-  bool ran = false;
-  std::thread([&] {
-    static thread_local freed_at_thread_end late;
-    late.block = nullptr;
-    void* block = block_cache::allocate(256); // makes the cache, after `late`
-    late.block = block;
-    ran = true;
-  }).join();
-  // Under AddressSanitizer a block lost or freed into a destroyed cache is reported.
-  CHECK(ran);
 }
 
 TEST_CASE("block cache: async_retry's operation and runner go back to the thread's cache when the handler has no allocator") {

@@ -4,8 +4,6 @@
 
 #include "test_support.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -14,17 +12,14 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <memory>
 #include <optional>
-#include <thread>
 
 using namespace coretry_tests;
 using coretry::stop_reason;
@@ -133,65 +128,6 @@ void check_destroyed_with_io_context(fake_dependency& dep, const coretry::retry_
 }
 
 } // namespace
-
-TEST_CASE("contract: a callback bound to another io_context runs there, and keeps it running") {
-  asio::io_context a;
-  asio::io_context b;
-  coretry::policy p;
-  std::thread::id ran_on;
-  int calls = 0;
-  asio::steady_timer work(a);
-  auto attempt = [&work](const coretry::attempt_context<std::chrono::steady_clock>&) {
-    work.expires_after(std::chrono::milliseconds(20));
-    return work.async_wait(asio::deferred);
-  };
-  coretry::async_retry(a.get_executor(), p, idempotent(), attempt,
-                       asio::bind_executor(b, [&](std::exception_ptr e, coretry::outcome<std::monostate> r) {
-                         CHECK_FALSE(e);
-                         CHECK(r.reason == stop_reason::succeeded);
-                         ran_on = std::this_thread::get_id();
-                         ++calls;
-                       }));
-  std::thread runner_a([&] { a.run(); });
-  // b has no work of its own: only the pending operation's counted work
-  // keeps run() from returning before the handler has run on this thread.
-  b.run();
-  runner_a.join();
-  CHECK(calls == 1);
-  CHECK(ran_on == std::this_thread::get_id());
-}
-
-TEST_CASE("contract: a coroutine on another io_context resumes on its own thread") {
-  asio::io_context a;
-  asio::io_context b;
-  coretry::policy p;
-  bool resumed_on_b = false;
-  bool done = false;
-  asio::steady_timer work(a);
-  auto attempt = [&work](const coretry::attempt_context<std::chrono::steady_clock>&) {
-    work.expires_after(std::chrono::milliseconds(20));
-    return work.async_wait(asio::deferred);
-  };
-  // a's thread may start before the coroutine has started the operation there.
-  auto keep_a = asio::make_work_guard(a);
-  asio::co_spawn(
-      b,
-      [&]() -> asio::awaitable<void> {
-        auto [e, r] = co_await coretry::async_retry(a.get_executor(), p, idempotent(), attempt,
-                                                    asio::as_tuple(asio::use_awaitable));
-        CHECK_FALSE(e);
-        CHECK(r.reason == stop_reason::succeeded);
-        resumed_on_b = b.get_executor().running_in_this_thread();
-        done = true;
-        keep_a.reset();
-      },
-      asio::detached);
-  std::thread runner_a([&] { a.run(); });
-  b.run();
-  runner_a.join();
-  CHECK(done);
-  CHECK(resumed_on_b);
-}
 
 TEST_CASE("contract: a cancellation emitted before the first step means no attempt") {
   // A context made for several threads: the operation gets a strand of its
@@ -419,123 +355,6 @@ TEST_CASE("contract: an attempt that ignores cancellation is reported stuck and 
   std::move(h)(asio::error::operation_aborted, 0);
   runner.run();
   CHECK(called);
-}
-
-TEST_CASE("contract: completion tokens and adapters") {
-  asio::io_context io;
-  coretry::testing::manual_runner runner(io);
-  coretry::policy p;
-  SUBCASE("the default token is the executor's (deferred)") {
-    fake_dependency dep({{10ms}});
-    auto op = coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), dep.factory(),
-                                                 status_classifier{});
-    CHECK(dep.calls == 0); // nothing starts until the deferred operation is
-    std::optional<coretry::outcome<int>> result;
-    std::move(op)([&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
-    runner.run();
-    REQUIRE(result);
-    CHECK(result->reason == stop_reason::succeeded);
-  }
-  SUBCASE("a token in the classifier's place is taken as the token") {
-    fake_dependency dep({{10ms}});
-    std::optional<coretry::outcome<coretry::outcome<int>>> result;
-    // default_classifier on an awaitable<int>: errors decide.
-    coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), dep.factory(),
-                                       [&](std::exception_ptr, auto r) { (void)r; result.emplace(); });
-    runner.run();
-    CHECK(result);
-  }
-  SUBCASE("as_tuple and use_awaitable") {
-    fake_dependency dep({{10ms, {}, 503}, {10ms}});
-    coretry::testing::scripted_random draws{0.5};
-    coretry::retry_options o = idempotent();
-    o.random = &draws;
-    bool done = false;
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-          auto [e, r] = co_await coretry::async_retry<manual_timer>(io.get_executor(), p, o, dep.factory(),
-                                                                    status_classifier{},
-                                                                    asio::as_tuple(asio::use_awaitable));
-          CHECK_FALSE(e);
-          CHECK(r.reason == stop_reason::succeeded);
-          CHECK(r.attempts == 2);
-          done = true;
-        },
-        asio::detached);
-    runner.run();
-    CHECK(done);
-  }
-  SUBCASE("bind_allocator: the operation's memory comes from the handler's allocator") {
-    struct counts {
-      int allocations = 0;
-      int deallocations = 0;
-    };
-    counts c;
-    fake_dependency dep({{10ms}});
-    std::optional<coretry::outcome<int>> result;
-    coretry::async_retry<manual_timer>(
-        io.get_executor(), p, idempotent(), dep.factory(), status_classifier{},
-        asio::bind_allocator(counting_allocator<void>(&c.allocations, &c.deallocations),
-                             [&](std::exception_ptr, coretry::outcome<int> r) {
-                               // Freed before the handler is called.
-                               CHECK(c.allocations == c.deallocations);
-                               result = std::move(r);
-                             }));
-    runner.run();
-    REQUIRE(result);
-    CHECK(c.allocations > 0);
-    CHECK(c.allocations == c.deallocations);
-  }
-  SUBCASE("use_future from another thread") {
-    asio::io_context real;
-    asio::steady_timer work(real);
-    auto attempt = [&work](const coretry::attempt_context<std::chrono::steady_clock>&) {
-      work.expires_after(std::chrono::milliseconds(5));
-      return work.async_wait(asio::deferred);
-    };
-    auto future = coretry::async_retry(real.get_executor(), p, idempotent(), attempt, asio::use_future);
-    std::thread t([&] { real.run(); });
-    auto result = future.get();
-    t.join();
-    CHECK(result.reason == stop_reason::succeeded);
-  }
-  SUBCASE("a deferred sequence as the attempt") {
-    manual_timer t(io);
-    auto factory = [&](const context&) {
-      t.expires_after(20ms);
-      return t.async_wait(asio::deferred) |
-             asio::deferred([](boost::system::error_code ec) { return asio::deferred.values(ec, 200); });
-    };
-    std::optional<coretry::outcome<int>> result;
-    coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), factory, status_classifier{},
-                                       [&](std::exception_ptr, coretry::outcome<int> r) { result = std::move(r); });
-    runner.run();
-    REQUIRE(result);
-    CHECK(result->reason == stop_reason::succeeded);
-    CHECK(result->value == 200);
-    CHECK(runner.elapsed() == 20ms);
-  }
-  SUBCASE("parallel_group: the losing retry is cancelled and says so") {
-    fake_dependency dep({{200ms}});
-    manual_timer race(io);
-    race.expires_after(30ms);
-    std::optional<coretry::outcome<int>> result;
-    asio::experimental::make_parallel_group(
-        coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent(), dep.factory(), status_classifier{},
-                                           asio::deferred),
-        race.async_wait(asio::deferred))
-        .async_wait(asio::experimental::wait_for_one(),
-                    [&](std::array<std::size_t, 2> order, std::exception_ptr, coretry::outcome<int> r,
-                        boost::system::error_code) {
-                      CHECK(order[0] == 1);
-                      result = std::move(r);
-                    });
-    runner.run();
-    REQUIRE(result);
-    CHECK(result->reason == stop_reason::cancelled);
-    CHECK(runner.elapsed() == 30ms);
-  }
 }
 
 TEST_CASE("contract: an attempt whose start throws after starting an operation is reported once") {

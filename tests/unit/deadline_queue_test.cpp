@@ -20,7 +20,6 @@
 
 #include <atomic>
 #include <memory>
-#include <thread>
 #include <vector>
 
 using namespace coretry_tests;
@@ -199,39 +198,6 @@ TEST_CASE("deadline queue: an io_context destroyed with deadlines queued frees e
   // Each queued deadline's reference was given back at shutdown: the
   // operations, and the handlers they held, are gone.
   CHECK(alive.use_count() == 1);
-}
-
-TEST_CASE("deadline queue: many threads add, remove and expire deadlines of one context") {
-  asio::io_context io(2);
-  constexpr int operations = 2000;
-  std::atomic<int> timed_out{0}, completed{0}, handlers{0};
-  auto guard = asio::make_work_guard(io);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t) threads.emplace_back([&] { io.run(); });
-  for (int i = 0; i < operations; ++i) {
-    auto strand = asio::make_strand(io);
-    const auto deadline = coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::milliseconds(1 + i % 5));
-    auto handler = asio::bind_executor(strand, [&](deadline_outcome<int> r) {
-      ++handlers;
-      if (r.error == coretry::attempt_error::timed_out) ++timed_out;
-      else if (!r.error) ++completed;
-    });
-    // Started on the strand its handler runs on, as an attempt is: a start
-    // from any other thread could race the operation's own completion.
-    asio::post(strand, [&io, i, deadline, handler = std::move(handler)]() mutable {
-      if (i % 2 == 0)
-        coretry::async_with_deadline<int>(handler.get_executor(), deadline, silent_operation<int>(io),
-                                          std::move(handler));
-      else
-        coretry::async_with_deadline<int>(handler.get_executor(), deadline, immediate_operation(), std::move(handler));
-    });
-  }
-  guard.reset();
-  for (auto& t : threads) t.join();
-  CHECK(handlers == operations);
-  CHECK(timed_out == operations / 2);
-  CHECK(completed == operations / 2);
-  CHECK(coretry::detail::deadline_queue_of<asio::steady_timer>(io.get_executor()).size() == 0);
 }
 
 TEST_CASE("deadline queue: async_retry's backoff sleeps in the queue, exactly, and its cancellation wakes it") {

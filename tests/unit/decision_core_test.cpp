@@ -6,10 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <set>
-#include <thread>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 using namespace std::chrono_literals;
 using coretry::decision;
@@ -260,40 +256,4 @@ TEST_CASE("core: invalid policies are refused with a message naming the field") 
   refused([](auto& p) { p.backoff.multiplier = 0.5; }, "multiplier");
   refused([](auto& p) { p.backoff.max_window = 1ms; }, "max_window");
   refused([](auto& p) { p.server_delay_spread = -1ms; }, "server_delay_spread");
-}
-
-TEST_CASE("core: independent default seeding") {
-  auto draws = [] {
-    std::vector<std::uint64_t> v;
-    for (int i = 0; i < 4; ++i) v.push_back(coretry::independent_random::instance().uniform(UINT64_MAX));
-    return v;
-  };
-  SUBCASE("two threads draw different schedules") {
-    std::vector<std::uint64_t> a, b;
-    std::thread t1([&] { a = draws(); });
-    std::thread t2([&] { b = draws(); });
-    t1.join();
-    t2.join();
-    CHECK(a != b);
-  }
-  SUBCASE("a forked process does not repeat its parent's draws") {
-    draws(); // the parent's generator exists before the fork
-    int pipe_fds[2];
-    REQUIRE(::pipe(pipe_fds) == 0);
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
-      const auto v = draws();
-      (void)!::write(pipe_fds[1], v.data(), v.size() * sizeof(std::uint64_t));
-      ::_exit(0);
-    }
-    const auto mine = draws();
-    std::vector<std::uint64_t> theirs(4);
-    REQUIRE(::read(pipe_fds[0], theirs.data(), theirs.size() * sizeof(std::uint64_t)) ==
-            static_cast<ssize_t>(theirs.size() * sizeof(std::uint64_t)));
-    ::waitpid(child, nullptr, 0);
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    CHECK(mine != theirs);
-  }
 }

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <set>
-#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -328,56 +327,6 @@ TEST_CASE("gate model: bad options are refused by name") {
   CHECK_THROWS_WITH_AS(gate_model(with([](o_t& o) { o.recheck_interval = 0ms; })),
                        doctest::Contains("recheck_interval"), std::invalid_argument);
   CHECK_NOTHROW(coretry::local_gate{});
-}
-
-TEST_CASE("gate: threads sharing one gate record and ask concurrently, slots stay distinct") {
-  // Four threads on interleaved virtual time (thread t at (4i + t) x 100 us,
-  // no shared clock: the gate's own synchronisation is all there is between
-  // them): a total outage, then recovery.
-  coretry::local_gate gate(small_gate());
-  auto at = [](int i, int t) { return duration(std::chrono::microseconds((4 * i + t) * 100)); };
-  constexpr int threads = 4;
-  std::vector<std::vector<duration>> slots(threads);
-  std::vector<std::thread> workers;
-  std::atomic<int> ready{0};
-  for (int t = 0; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (ready.load() < threads) std::this_thread::yield();
-      std::optional<gate_decision> held;
-      for (int i = 0; i < 5000; ++i) {
-        const duration now = at(i, t);
-        if (held && now < held->at) continue; // still asleep
-        gate.record(attempt_status::transient, now);
-        const gate_decision d = gate.ask(now, never, held ? &*held : nullptr);
-        if (d.what == action::wait) {
-          if (!held || held->at != d.at) slots[t].push_back(d.at);
-          held = d;
-        } else {
-          held.reset();
-        }
-      }
-    });
-  for (auto& w : workers) w.join();
-  CHECK_FALSE(gate.is_open());
-  std::vector<duration> all;
-  for (auto& s : slots) all.insert(all.end(), s.begin(), s.end());
-  CHECK(all.size() > 10);
-  CHECK(std::set<duration>(all.begin(), all.end()).size() == all.size()); // no slot given twice
-
-  // The dependency recovers: successes from every thread open the gate again.
-  workers.clear();
-  for (int t = 0; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      for (int i = 0; i < 2000; ++i) {
-        const duration now = 2s + at(i, t);
-        gate.record(attempt_status::success, now);
-        (void)gate.ask(now, never, nullptr);
-      }
-    });
-  for (auto& w : workers) w.join();
-  CHECK(gate.is_open());
-  CHECK(gate.level() == 0);
 }
 
 TEST_CASE("gate: first attempts are throttled only when asked, with the window's failure pressure") {

@@ -478,37 +478,3 @@ TEST_CASE("hedging: counted by the observers, and losers are not failures") {
   CHECK(text.find("coretry_hedge_delay_seconds{route=\"operation\"} 0.05\n") != std::string::npos);
   CHECK(text.find("superseded") == std::string::npos);
 }
-
-TEST_CASE("hedging: many hedged operations on four threads, each handler once") {
-  asio::io_context io;
-  constexpr int operations = 300;
-  std::vector<std::atomic<int>> ran(operations);
-  std::atomic<int> succeeded{0};
-  coretry::retry_counters counters;
-  coretry::policy p;
-  p.max_attempts = 4;
-  p.hedging.max_hedges = 2;
-  p.hedging.delay = std::chrono::microseconds(200);
-  coretry::retry_options o;
-  o.safety = coretry::repeat_safety::idempotent;
-  o.observer = &counters;
-  for (int i = 0; i < operations; ++i) {
-    auto factory = [i](coretry::attempt_context<std::chrono::steady_clock> c) -> asio::awaitable<int> {
-      asio::steady_timer t(co_await asio::this_coro::executor);
-      t.expires_after(std::chrono::microseconds(((i * 7 + static_cast<int>(c.number) * 13) % 5) * 150));
-      co_await t.async_wait(asio::use_awaitable);
-      co_return 200;
-    };
-    coretry::async_retry<asio::steady_timer>(io.get_executor(), p, o, factory, status_classifier{},
-                                             [&, i](std::exception_ptr e, coretry::outcome<int> r) {
-                                               ++ran[i];
-                                               if (!e && r.succeeded()) ++succeeded;
-                                             });
-  }
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) threads.emplace_back([&] { io.run(); });
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < operations; ++i) CHECK(ran[i] == 1);
-  CHECK(succeeded == operations);
-  CHECK(counters.read().hedges_sent > 0);
-}

@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -167,23 +166,4 @@ TEST_CASE("latency tracker: options are checked") {
   o = {};
   o.refresh_interval = 11s;
   rejects(o, "refresh_interval");
-}
-
-TEST_CASE("latency tracker: concurrent recorders lose nothing within a sub-window") {
-  latency_tracker t(uncached());
-  t.record(failure, 0ns, 2s); // opens the sub-window of period 2
-  std::vector<std::thread> threads;
-  for (int k = 0; k < 4; ++k)
-    threads.emplace_back([&t, k] {
-      for (int i = 0; i < 20'000; ++i) {
-        t.record(success, std::chrono::microseconds(100 * (k + 1)), 2s + std::chrono::microseconds(i));
-        if (i % 4 == 0) t.record(timeout, 50ms, 2s);
-      }
-    });
-  for (auto& th : threads) th.join();
-  const auto s = t.compute(100, 2s);
-  CHECK(s.successes == 80'000);
-  CHECK(s.percentile == latency_tracker::upper_edge(400us));
-  CHECK(t.percentile(25, 2s) == latency_tracker::upper_edge(100us));
-  CHECK(s.longest_censored == latency_tracker::upper_edge(50ms));
 }

@@ -14,7 +14,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -155,22 +154,6 @@ TEST_CASE("failure categories are bounded per route") {
   CHECK(categories.size() == prometheus_observer::max_categories_per_route + 1);
   CHECK(s.at(R"(coretry_attempt_failures_total{route="r",category="other"})") ==
         40 - prometheus_observer::max_categories_per_route);
-}
-
-TEST_CASE("counts from many threads add up") {
-  prometheus_observer o{{"r"}};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i)
-        run_operation(o, "r", {verdict::transient(i % 2 ? "a" : "b"), verdict::success()}, stop_reason::succeeded);
-    });
-  for (auto& t : threads) t.join();
-  const auto s = parse_samples(o.text());
-  CHECK(s.at(R"(coretry_operations_total{route="r"})") == 4000);
-  CHECK(s.at(R"(coretry_attempts_total{route="r"})") == 8000);
-  CHECK(s.at(R"(coretry_attempt_failures_total{route="r",category="a"})") == 2000);
-  CHECK(s.at(R"(coretry_attempt_failures_total{route="r",category="b"})") == 2000);
 }
 
 TEST_CASE("label values are escaped and bad construction is refused") {

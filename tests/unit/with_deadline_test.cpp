@@ -18,7 +18,6 @@
 
 #include <atomic>
 #include <memory>
-#include <thread>
 
 using namespace coretry_tests;
 using coretry::deadline_outcome;
@@ -183,39 +182,4 @@ TEST_CASE("with_deadline: instant_after saturates at the clock's last instant") 
   const auto now = std::chrono::steady_clock::now();
   CHECK(coretry::instant_after(now, coretry::duration::max()) == std::chrono::steady_clock::time_point::max());
   CHECK(coretry::instant_after(at(ms(5)), ms(7)) == at(ms(12)));
-}
-
-TEST_CASE("with_deadline: started from a thread outside the io_context, the operation starts on the handler's strand") {
-  // Two threads run the io_context; the calls come from this one. Started
-  // here, an operation could complete on the strand while the call was
-  // still arming its deadline (a data race on the runner: one left waiting
-  // ends at its 2 s deadline, as a failure here).
-  asio::io_context io(2);
-  auto work = asio::make_work_guard(io);
-  std::thread a([&] { io.run(); });
-  std::thread b([&] { io.run(); });
-  auto strand = asio::make_strand(io);
-  constexpr int calls = 200;
-  std::atomic<int> started_off_strand{0};
-  std::atomic<int> completed{0};
-  std::atomic<int> handled_off_strand{0};
-  for (int i = 0; i < calls; ++i) {
-    auto op = [&](auto handler) {
-      if (!strand.running_in_this_thread()) ++started_off_strand;
-      auto ex = asio::get_associated_executor(handler);
-      asio::post(ex, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, 3); });
-    };
-    coretry::async_with_deadline<int>(io.get_executor(),
-                                      coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::seconds(2)),
-                                      op, asio::bind_executor(strand, [&](deadline_outcome<int> r) {
-                                        if (!strand.running_in_this_thread()) ++handled_off_strand;
-                                        if (!r.error && r.value && *r.value == 3) ++completed;
-                                      }));
-  }
-  work.reset();
-  a.join();
-  b.join();
-  CHECK(completed == calls);
-  CHECK(started_off_strand == 0);
-  CHECK(handled_off_strand == 0);
 }

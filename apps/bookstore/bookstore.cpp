@@ -131,6 +131,12 @@ void validate(const options& opts) {
   (void)serving::parse_listen_address(opts.listen);
   if (!opts.pricing_url.starts_with("http://") && !opts.pricing_url.starts_with("https://"))
     throw std::invalid_argument("pricing URL '" + opts.pricing_url + "' must start with http:// or https://");
+  if (!opts.pricing_ca_file.empty()) {
+    if (!opts.pricing_url.starts_with("https://"))
+      throw std::invalid_argument("--pricing-cacert needs an https:// pricing URL");
+    if (auto problem = http::ca_file_problem(opts.pricing_ca_file))
+      throw std::invalid_argument("--pricing-cacert: " + *problem);
+  }
   if (auto problem = opts.policy.validate()) throw std::invalid_argument("policy: " + *problem);
   if (opts.max_deadline <= milliseconds::zero()) throw std::invalid_argument("the maximum deadline must be positive");
   if (opts.reserve < milliseconds::zero()) throw std::invalid_argument("the reserve may not be negative");
@@ -345,6 +351,7 @@ private:
     coretry::http::client_options c;
     c.max_connections_per_origin = o.max_connections;
     c.resolve = o.pricing_resolve;
+    c.ca_file = o.pricing_ca_file;
     return c;
   }
 

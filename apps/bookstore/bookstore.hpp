@@ -52,6 +52,9 @@ struct options {
   /// The pricing service; "{id}" in it is replaced by the book id (so a
   /// bookstore can forward to another bookstore: http://host:port/books/{id}).
   std::string pricing_url;
+  /// With an https:// pricing URL: a PEM CA file trusted besides the
+  /// system's store (empty: the system's store alone).
+  std::string pricing_ca_file;
   /// The outgoing call's policy. Its overall_deadline is replaced per
   /// request by the propagated deadline. With policy.observed set, one
   /// latency tracker for pricing (coretry::latency_tracker, 10 s window)

@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
                "Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
+  std::string pricing_ca_file;
+  app.add_option("--pricing-cacert", pricing_ca_file,
+                 "https:// pricing: PEM CA certificates trusted besides the system's store");
   app.add_option("--threads", threads, "threads running the io_context")->capture_default_str()->check(CLI::Range(1u, 256u));
   app.add_option("--budget", budget, "shared retry budget (token bucket, 20 + 10%) on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
 
   opts.listen = listen;
   opts.pricing_url = pricing;
+  opts.pricing_ca_file = pricing_ca_file;
   opts.budget = budget == "on";
   opts.gate = gate == "on";
   opts.gate_options.probe_interval = milliseconds{gate_probe_interval};

@@ -27,6 +27,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -562,11 +563,16 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p99.9", "--attempt-floor", "500",
          "--attempt-ceiling", "400"},
         {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1:nowhere"},
-        {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1"}}) {
+        {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1"},
+        {"--pricing", "http://127.0.0.1:1/", "--pricing-cacert", "/etc/hostname"},
+        {"--pricing", "https://127.0.0.1:1/", "--pricing-cacert", "/nonexistent/ca.pem"},
+        {"--pricing", "https://127.0.0.1:1/", "--pricing-cacert", "/etc/hostname"}}) {
     const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);
     CHECK(result.err.find("coretry-bookstore") != std::string::npos);
+    if (std::find(args.begin(), args.end(), "--pricing-cacert") != args.end())
+      CHECK(result.err.find("--pricing-cacert") != std::string::npos);
   }
 }
 

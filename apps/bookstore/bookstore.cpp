@@ -153,12 +153,15 @@ void validate(const options& opts) {
       throw std::invalid_argument("the reconciliation period must be between 1 and 60000 ms");
     if (auto problem = redis::prefix_problem(opts.shared_state_prefix))
       throw std::invalid_argument("--shared-state-prefix: " + *problem);
-    if (redis::parse_url(opts.shared_state).user && opts.shared_state_password.empty())
-      throw std::invalid_argument("--shared-state: the Redis user name needs a password (CORETRY_REDIS_PASSWORD or "
-                                  "--shared-state-password-file)");
+    redis::endpoint server = redis::parse_url(opts.shared_state);
+    try {
+      redis::use_credentials(server, {opts.shared_state_user, opts.shared_state_password});
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--shared-state: ") + e.what());
+    }
     const auto& tls = opts.shared_state_tls;
     if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
-      if (!redis::parse_url(opts.shared_state).tls)
+      if (!server.tls)
         throw std::invalid_argument("--shared-state-cacert, --shared-state-cert and --shared-state-key need a rediss:// URL");
       if (!tls.ca_file.empty())
         if (auto problem = http::ca_file_problem(tls.ca_file)) throw std::invalid_argument("--shared-state-cacert: " + *problem);

@@ -90,8 +90,9 @@ struct options {
   /// TLS), or empty for a budget and a gate of this process's own. Needs
   /// coretry::redis (hiredis).
   std::string shared_state;
-  /// AUTH's user name and password when the URL has none
-  /// (read_shared_state_credentials()). Never printed.
+  /// AUTH's user name and password from outside the URL
+  /// (read_shared_state_credentials()); a password in the URL wins
+  /// (coretry::redis::use_credentials). Never printed.
   std::optional<std::string> shared_state_user;
   std::string shared_state_password;
   /// The file AUTH's password is read from (read_shared_state_credentials()).

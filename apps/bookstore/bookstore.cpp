@@ -7,6 +7,7 @@
 #include <coretry/http/addresses.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
+#include <coretry/prometheus_phases.hpp>
 #if CORETRY_BOOKSTORE_SHARED_STATE
 #include <coretry/redis/credentials.hpp>
 #include <coretry/redis/shared_state.hpp>
@@ -282,6 +283,8 @@ public:
 
   std::string metrics() const {
     std::vector<::prometheus::MetricFamily> families = observer_.Collect();
+    auto phases = phases_.Collect();
+    families.insert(families.end(), std::make_move_iterator(phases.begin()), std::make_move_iterator(phases.end()));
     auto own = metrics_.collect(open_connections_.load());
     families.insert(families.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
     // Figures kept elsewhere (the client's, redis::shared_state's) are copied
@@ -571,6 +574,7 @@ private:
     ro.budget = budget_.get();
     ro.gate = retry_gate_.get();
     ro.tracker = tracker_.get();
+    ro.phases = &phases_;
     request_observer observer{*this, c};
     ro.observer = &observer;
     ro.decorate = [coordination = opts_.coordination](coretry::http::request& out,
@@ -632,6 +636,7 @@ private:
   std::shared_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
   std::unique_ptr<latency_tracker> tracker_; // pricing's, with an observed attempt limit or hedge delay
   prometheus_observer observer_;
+  prometheus_phase_histograms phases_{{std::string{book_route}}}; // pricing's attempts, by phase
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> grace_over_{false};

@@ -291,13 +291,15 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
         "coretry_successes_total", "coretry_attempts_per_operation_bucket", "coretry_attempts_per_operation_sum",
         "coretry_attempts_per_operation_count", "coretry_backoff_seconds_total", "coretry_cancellations_total",
         "coretry_stops_total", "coretry_budget_tokens", "coretry_attempt_failures_total", "coretry_gate_open",
-        "coretry_gate_level", "coretry_gate_answers_total", "bookstore_responses_total"}) {
+        "coretry_gate_level", "coretry_gate_answers_total", "bookstore_responses_total",
+        "coretry_http_phase_duration_seconds_count"}) {
     CAPTURE(series);
     CHECK(std::any_of(samples.begin(), samples.end(),
                       [&](const auto& s) { return s.first.starts_with(std::string{series} + "{"); }));
     std::string family{series}; // a histogram's _bucket, _sum and _count share one TYPE line
     for (const char* suffix : {"_bucket", "_sum", "_count"})
-      if (family.ends_with(suffix) && family.starts_with("coretry_attempts_per_operation"))
+      if (family.ends_with(suffix) && (family.starts_with("coretry_attempts_per_operation") ||
+                                       family.starts_with("coretry_http_phase_duration_seconds")))
         family.resize(family.size() - std::string_view{suffix}.size());
     CHECK(res.body.find("# TYPE " + family + " ") != std::string::npos);
   }
@@ -327,6 +329,9 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
                v == "refused_budget" || v == "refused_gate"));
       else if (name == "dependency") CHECK(v == "pricing");
       else if (name == "connection") CHECK((v == "new" || v == "reused"));
+      else if (name == "phase")
+        CHECK((v == "pool_wait" || v == "lookup" || v == "connect" || v == "tls" || v == "write" ||
+               v == "first_byte" || v == "read"));
       else if (name == "answer")
         CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));
       else FAIL("unexpected label ", name);

@@ -94,7 +94,7 @@ std::vector<std::string> users_connected(const redis_tests::redis_server& redis)
 
 } // namespace
 
-TEST_CASE("the program logs in to Redis as an ACL user from the URL, the environment or a file; the URL's password wins") {
+TEST_CASE("the program logs in to Redis as an ACL user from the URL, the environment or a file, and the URL's password wins") {
   std::random_device entropy;
   // Characters a URL must escape, and digits no other process has by chance.
   const std::string password = "p@ss:w/rd-" + std::to_string(entropy());

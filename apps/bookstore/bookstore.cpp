@@ -7,6 +7,7 @@
 #include <coretry/http/addresses.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/prometheus.hpp>
+#include <coretry/prometheus_phases.hpp>
 #if CORETRY_BOOKSTORE_SHARED_STATE
 #include <coretry/redis/credentials.hpp>
 #include <coretry/redis/shared_state.hpp>
@@ -131,6 +132,12 @@ void validate(const options& opts) {
   (void)serving::parse_listen_address(opts.listen);
   if (!opts.pricing_url.starts_with("http://") && !opts.pricing_url.starts_with("https://"))
     throw std::invalid_argument("pricing URL '" + opts.pricing_url + "' must start with http:// or https://");
+  if (!opts.pricing_ca_file.empty()) {
+    if (!opts.pricing_url.starts_with("https://"))
+      throw std::invalid_argument("--pricing-cacert needs an https:// pricing URL");
+    if (auto problem = http::ca_file_problem(opts.pricing_ca_file))
+      throw std::invalid_argument("--pricing-cacert: " + *problem);
+  }
   if (auto problem = opts.policy.validate()) throw std::invalid_argument("policy: " + *problem);
   if (opts.max_deadline <= milliseconds::zero()) throw std::invalid_argument("the maximum deadline must be positive");
   if (opts.reserve < milliseconds::zero()) throw std::invalid_argument("the reserve may not be negative");
@@ -147,12 +154,15 @@ void validate(const options& opts) {
       throw std::invalid_argument("the reconciliation period must be between 1 and 60000 ms");
     if (auto problem = redis::prefix_problem(opts.shared_state_prefix))
       throw std::invalid_argument("--shared-state-prefix: " + *problem);
-    if (redis::parse_url(opts.shared_state).user && opts.shared_state_password.empty())
-      throw std::invalid_argument("--shared-state: the Redis user name needs a password (CORETRY_REDIS_PASSWORD or "
-                                  "--shared-state-password-file)");
+    redis::endpoint server = redis::parse_url(opts.shared_state);
+    try {
+      redis::use_credentials(server, {opts.shared_state_user, opts.shared_state_password});
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--shared-state: ") + e.what());
+    }
     const auto& tls = opts.shared_state_tls;
     if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
-      if (!redis::parse_url(opts.shared_state).tls)
+      if (!server.tls)
         throw std::invalid_argument("--shared-state-cacert, --shared-state-cert and --shared-state-key need a rediss:// URL");
       if (!tls.ca_file.empty())
         if (auto problem = http::ca_file_problem(tls.ca_file)) throw std::invalid_argument("--shared-state-cacert: " + *problem);
@@ -273,6 +283,8 @@ public:
 
   std::string metrics() const {
     std::vector<::prometheus::MetricFamily> families = observer_.Collect();
+    auto phases = phases_.Collect();
+    families.insert(families.end(), std::make_move_iterator(phases.begin()), std::make_move_iterator(phases.end()));
     auto own = metrics_.collect(open_connections_.load());
     families.insert(families.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
     // Figures kept elsewhere (the client's, redis::shared_state's) are copied
@@ -345,6 +357,7 @@ private:
     coretry::http::client_options c;
     c.max_connections_per_origin = o.max_connections;
     c.resolve = o.pricing_resolve;
+    c.ca_file = o.pricing_ca_file;
     return c;
   }
 
@@ -561,6 +574,7 @@ private:
     ro.budget = budget_.get();
     ro.gate = retry_gate_.get();
     ro.tracker = tracker_.get();
+    ro.phases = &phases_;
     request_observer observer{*this, c};
     ro.observer = &observer;
     ro.decorate = [coordination = opts_.coordination](coretry::http::request& out,
@@ -622,6 +636,7 @@ private:
   std::shared_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
   std::unique_ptr<latency_tracker> tracker_; // pricing's, with an observed attempt limit or hedge delay
   prometheus_observer observer_;
+  prometheus_phase_histograms phases_{{std::string{book_route}}}; // pricing's attempts, by phase
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> grace_over_{false};

@@ -52,6 +52,9 @@ struct options {
   /// The pricing service; "{id}" in it is replaced by the book id (so a
   /// bookstore can forward to another bookstore: http://host:port/books/{id}).
   std::string pricing_url;
+  /// With an https:// pricing URL: a PEM CA file trusted besides the
+  /// system's store (empty: the system's store alone).
+  std::string pricing_ca_file;
   /// The outgoing call's policy. Its overall_deadline is replaced per
   /// request by the propagated deadline. With policy.observed set, one
   /// latency tracker for pricing (coretry::latency_tracker, 10 s window)
@@ -87,8 +90,9 @@ struct options {
   /// TLS), or empty for a budget and a gate of this process's own. Needs
   /// coretry::redis (hiredis).
   std::string shared_state;
-  /// AUTH's user name and password when the URL has none
-  /// (read_shared_state_credentials()). Never printed.
+  /// AUTH's user name and password from outside the URL
+  /// (read_shared_state_credentials()); a password in the URL wins
+  /// (coretry::redis::use_credentials). Never printed.
   std::optional<std::string> shared_state_user;
   std::string shared_state_password;
   /// The file AUTH's password is read from (read_shared_state_credentials()).

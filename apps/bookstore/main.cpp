@@ -60,12 +60,18 @@ int main(int argc, char** argv) {
                "With --shared-state redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB] (rediss:// over TLS), the budget and\n"
                "the gate of pricing are shared with every bookstore naming the same Redis and --shared-state-prefix:\n"
                "each keeps local state and exchanges with Redis every --reconcile-period, never on a request's path.\n"
-               "While Redis is unreachable, slow or refusing, each falls back to its own budget and gate. Without\n"
-               "a password in the URL, AUTH's user comes from CORETRY_REDIS_USERNAME and its password from\n"
-               "--shared-state-password-file or CORETRY_REDIS_PASSWORD: none is ever printed.\n\n"
+               "While Redis is unreachable, slow or refusing, each falls back to its own budget and gate.\n"
+               "AUTH's user and password (percent-encoded) may be in the URL, where ps shows them, or outside it:\n"
+               "the user from the URL (USER@) or CORETRY_REDIS_USERNAME, the password from\n"
+               "--shared-state-password-file or else CORETRY_REDIS_PASSWORD. When the URL has a password too,\n"
+               "the URL's password wins (with the URL's user, or none: the default user). A user with no password\n"
+               "from anywhere is refused. No password is ever printed.\n\n"
                "Exit status: 0 after SIGTERM/SIGINT, 2 bad command line."};
   app.add_option("--listen", listen, "IP:PORT to listen on (port 0: any free port)")->capture_default_str();
   app.add_option("--pricing", pricing, "pricing URL; {id} is replaced by the book id")->required();
+  std::string pricing_ca_file;
+  app.add_option("--pricing-cacert", pricing_ca_file,
+                 "https:// pricing: PEM CA certificates trusted besides the system's store");
   app.add_option("--threads", threads, "threads running the io_context")->capture_default_str()->check(CLI::Range(1u, 256u));
   app.add_option("--budget", budget, "shared retry budget (token bucket, 20 + 10%) on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
@@ -80,7 +86,7 @@ int main(int argc, char** argv) {
   app.add_option("--shared-state", shared_state,
                  "redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB]: share pricing's budget and gate through Redis");
   app.add_option("--shared-state-password-file", shared_state_password_file,
-                 "file holding AUTH's password (instead of CORETRY_REDIS_PASSWORD)");
+                 "file holding AUTH's password (instead of CORETRY_REDIS_PASSWORD; a password in the URL wins)");
   app.add_option("--shared-state-cacert", shared_state_tls.ca_file,
                  "rediss://: PEM CA certificates trusted besides the system's store");
   app.add_option("--shared-state-cert", shared_state_tls.cert_file,
@@ -163,6 +169,7 @@ int main(int argc, char** argv) {
 
   opts.listen = listen;
   opts.pricing_url = pricing;
+  opts.pricing_ca_file = pricing_ca_file;
   opts.budget = budget == "on";
   opts.gate = gate == "on";
   opts.gate_options.probe_interval = milliseconds{gate_probe_interval};

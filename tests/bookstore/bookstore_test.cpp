@@ -3,6 +3,7 @@
 // request log (counts and header values), never inferred from timing.
 
 #include "bookstore/bookstore.hpp"
+#include "bookstore_support.hpp"
 
 #include "faults/hostile.hpp"
 #include "eventually.hpp"
@@ -26,6 +27,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -51,85 +53,14 @@ using namespace std::chrono_literals;
 using coretry::test::eventually;
 using coretry::test::listening_program;
 using coretry::test::server_thread;
+using namespace bookstore_tests;
 
 namespace {
-
-/// The bookstore program under test.
-const std::string bookstore_program = CORETRY_BOOKSTORE_PROGRAM;
-
-/// A bookstore on its own io_context, run by `threads` threads.
-class bookstore_runner {
-public:
-  explicit bookstore_runner(bookstore::options opts, unsigned threads = 2) {
-    opts.listen = "127.0.0.1:0";
-    server_.emplace(io_, std::move(opts));
-    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
-  }
-  ~bookstore_runner() {
-    server_->shutdown();
-    for (auto& t : threads_) t.join(); // run() returns once the server holds no work
-    server_.reset();
-  }
-  bookstore::server* operator->() { return &*server_; }
-  std::string url(const std::string& target) const { return server_->base_url() + target; }
-
-private:
-  asio::io_context io_;
-  std::optional<bookstore::server> server_;
-  std::vector<std::thread> threads_;
-};
-
-struct http_reply {
-  unsigned status = 0;
-  std::string body;
-  std::map<std::string, std::string> fields;
-};
-
-/// A blocking GET on a fresh connection; fails the test on a transport error
-/// or no answer within 20 s.
-http_reply get(unsigned short port, const std::string& target,
-               const std::vector<std::pair<std::string, std::string>>& fields = {}) {
-  asio::io_context io;
-  asio::ip::tcp::socket socket{io};
-  socket.connect({asio::ip::make_address("127.0.0.1"), port});
-  timeval timeout{20, 0};
-  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
-  req.set(bhttp::field::host, "127.0.0.1");
-  for (const auto& [name, value] : fields) req.set(name, value);
-  bhttp::write(socket, req);
-  beast::flat_buffer buffer;
-  bhttp::response<bhttp::string_body> res;
-  boost::system::error_code error;
-  bhttp::read(socket, buffer, res, error);
-  REQUIRE_MESSAGE(!error, "reading the response: ", error.message());
-  http_reply out;
-  out.status = res.result_int();
-  out.body = res.body();
-  for (const auto& f : res) out.fields[std::string{f.name_string()}] = std::string{f.value()};
-  return out;
-}
-
-unsigned short port_of(const std::string& base_url) {
-  return static_cast<unsigned short>(std::stoul(base_url.substr(base_url.rfind(':') + 1)));
-}
 
 std::optional<std::string> field(const coretry::faults::logged_request& r, std::string_view name) {
   for (const auto& [n, v] : r.fields)
     if (beast::iequals(n, name)) return v;
   return std::nullopt;
-}
-
-/// Fast retries with room: the counts, not the clock, are under test.
-coretry::policy quick_policy() { return coretry::test::quick_policy(20s, 10s, 1ms); }
-
-bookstore::options options_for(const std::string& pricing_url, bool coordination = true) {
-  bookstore::options o;
-  o.pricing_url = pricing_url;
-  o.policy = quick_policy();
-  o.max_deadline = 20s;
-  o.coordination = coordination;
-  return o;
 }
 
 /// A gate that closes after a few failures (10 results in its window instead
@@ -140,31 +71,6 @@ bookstore::options gated_options(const std::string& pricing_url) {
   o.gate_options.min_requests = 10;
   o.gate_options.max_hold = 1ms;
   return o;
-}
-
-/// Every sample of a Prometheus text, "name{labels}" -> value; fails on a
-/// line that is neither a comment nor a well-formed sample.
-std::map<std::string, double> parse_metrics(const std::string& text) {
-  static const std::regex sample{
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*\})? (\S+)$)"};
-  std::map<std::string, double> out;
-  std::istringstream lines{text};
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
-    INFO("line: ", line);
-    REQUIRE(std::regex_match(line, sample));
-    const auto space = line.rfind(' ');
-    out[line.substr(0, space)] = std::stod(line.substr(space + 1));
-  }
-  return out;
-}
-
-double metric(const std::string& text, const std::string& key) {
-  const auto samples = parse_metrics(text);
-  const auto found = samples.find(key);
-  REQUIRE_MESSAGE(found != samples.end(), "no sample ", key);
-  return found->second;
 }
 
 /// Whether the sample reaches `value` within 3 s: a server may count a
@@ -385,13 +291,15 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
         "coretry_successes_total", "coretry_attempts_per_operation_bucket", "coretry_attempts_per_operation_sum",
         "coretry_attempts_per_operation_count", "coretry_backoff_seconds_total", "coretry_cancellations_total",
         "coretry_stops_total", "coretry_budget_tokens", "coretry_attempt_failures_total", "coretry_gate_open",
-        "coretry_gate_level", "coretry_gate_answers_total", "bookstore_responses_total"}) {
+        "coretry_gate_level", "coretry_gate_answers_total", "bookstore_responses_total",
+        "coretry_http_phase_duration_seconds_count"}) {
     CAPTURE(series);
     CHECK(std::any_of(samples.begin(), samples.end(),
                       [&](const auto& s) { return s.first.starts_with(std::string{series} + "{"); }));
     std::string family{series}; // a histogram's _bucket, _sum and _count share one TYPE line
     for (const char* suffix : {"_bucket", "_sum", "_count"})
-      if (family.ends_with(suffix) && family.starts_with("coretry_attempts_per_operation"))
+      if (family.ends_with(suffix) && (family.starts_with("coretry_attempts_per_operation") ||
+                                       family.starts_with("coretry_http_phase_duration_seconds")))
         family.resize(family.size() - std::string_view{suffix}.size());
     CHECK(res.body.find("# TYPE " + family + " ") != std::string::npos);
   }
@@ -421,6 +329,9 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
                v == "refused_budget" || v == "refused_gate"));
       else if (name == "dependency") CHECK(v == "pricing");
       else if (name == "connection") CHECK((v == "new" || v == "reused"));
+      else if (name == "phase")
+        CHECK((v == "pool_wait" || v == "lookup" || v == "connect" || v == "tls" || v == "write" ||
+               v == "first_byte" || v == "read"));
       else if (name == "answer")
         CHECK((v == "admitted" || v == "probe" || v == "held" || v == "denied" || v == "throttled"));
       else FAIL("unexpected label ", name);
@@ -657,11 +568,16 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
         {"--pricing", "http://127.0.0.1:1/", "--attempt-timeout", "p99.9", "--attempt-floor", "500",
          "--attempt-ceiling", "400"},
         {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1:nowhere"},
-        {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1"}}) {
+        {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1"},
+        {"--pricing", "http://127.0.0.1:1/", "--pricing-cacert", "/etc/hostname"},
+        {"--pricing", "https://127.0.0.1:1/", "--pricing-cacert", "/nonexistent/ca.pem"},
+        {"--pricing", "https://127.0.0.1:1/", "--pricing-cacert", "/etc/hostname"}}) {
     const auto result = coretry::test::run(bookstore_program, args, 10s);
     CAPTURE(result.err);
     CHECK(result.status == 2);
     CHECK(result.err.find("coretry-bookstore") != std::string::npos);
+    if (std::find(args.begin(), args.end(), "--pricing-cacert") != args.end())
+      CHECK(result.err.find("--pricing-cacert") != std::string::npos);
   }
 }
 

@@ -43,10 +43,7 @@ credentials read_credentials(const std::string& password_file) {
     c.password = password;
     source = "CORETRY_REDIS_PASSWORD";
   }
-  if (source.empty()) {
-    if (c.user) throw std::invalid_argument("CORETRY_REDIS_USERNAME needs a password (CORETRY_REDIS_PASSWORD or a file)");
-    return c;
-  }
+  if (source.empty()) return c; // a user alone, or nothing: use_credentials() decides
   if (auto why = credentials_problem(c.user.value_or(""), c.password))
     throw std::invalid_argument("the Redis credentials from " + source +
                                 (c.user ? " and CORETRY_REDIS_USERNAME" : "") + ": " + *why);
@@ -54,9 +51,21 @@ credentials read_credentials(const std::string& password_file) {
 }
 
 void use_credentials(endpoint& at, const credentials& given) {
-  if (!at.password.empty() || given.password.empty()) return;
-  if (!at.user) at.user = given.user; // a user in the URL is the one meant
-  at.password = given.password;
+  credentials used{at.user, at.password};
+  if (used.password.empty()) {
+    if (!given.password.empty()) {
+      if (!used.user) used.user = given.user; // a user in the URL is the one meant
+      used.password = given.password;
+    } else if (used.user || given.user) {
+      throw std::invalid_argument(std::string(used.user ? "the Redis user name in the URL" : "CORETRY_REDIS_USERNAME") +
+                                  " needs a password (in the URL, CORETRY_REDIS_PASSWORD or a password file)");
+    }
+  }
+  if (!used.password.empty())
+    if (auto why = credentials_problem(used.user.value_or(""), used.password))
+      throw std::invalid_argument("the Redis credentials: " + *why);
+  at.user = std::move(used.user);
+  at.password = std::move(used.password);
 }
 
 } // namespace coretry::redis

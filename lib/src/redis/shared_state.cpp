@@ -1,4 +1,5 @@
 #include <coretry/redis/shared_state.hpp>
+#include <coretry/redis/credentials.hpp>
 
 #include "exchange_script.hpp"
 #include "resp.hpp"
@@ -351,11 +352,11 @@ shared_state::shared_state(asio::any_io_executor ex, options opts) {
             opts.reconnect.multiplier <= 100.0,
         "reconnect must have 0 < initial_window <= max_window <= 10 min and a multiplier between 1 and 100");
   check(!opts.server.host.empty(), "no Redis host");
-  check(!opts.server.user || !opts.server.password.empty(),
-        "the Redis user name needs a password (CORETRY_REDIS_PASSWORD or a password file)");
-  if (auto problem = credentials_problem(opts.server.user.value_or(""), opts.server.password);
-      problem && !opts.server.password.empty())
-    check(false, *problem);
+  try {
+    use_credentials(opts.server, {}); // the rule, with nothing more from outside
+  } catch (const std::invalid_argument& e) {
+    check(false, e.what());
+  }
   check(opts.server.tls || (opts.tls.ca_file.empty() && opts.tls.cert_file.empty() && opts.tls.key_file.empty()),
         "TLS files are for a rediss:// server");
   // As redis-cli's --cert and --key: a certificate comes with its key file.

@@ -1,6 +1,7 @@
 // The asynchronous layer, driven on virtual time: every time and count exact.
 
 #include "test_support.hpp"
+#include "test_operations.hpp"
 
 #include <policies.hpp>
 
@@ -27,13 +28,6 @@ using coretry::wait_source;
 
 namespace {
 
-/// An attempt operation started by `initiation(handler)`, completing with
-/// (error_code, int): for operations that complete or fail at once.
-template <class Initiation>
-auto deferred_attempt(Initiation initiation) {
-  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(std::move(initiation),
-                                                                                          asio::deferred);
-}
 
 coretry::retry_options idempotent_with(coretry::random_source& random) {
   coretry::retry_options o;

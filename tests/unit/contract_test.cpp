@@ -3,6 +3,7 @@
 // completion, io_context destruction, timer lateness and stuck attempts.
 
 #include "test_support.hpp"
+#include "test_operations.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -69,28 +70,6 @@ auto never_completes(Keep& keep) {
       [&keep](auto handler) { keep.emplace(std::move(handler)); }, asio::deferred);
 }
 
-/// An allocator that counts what it hands out and takes back.
-template <class T>
-struct counting_allocator {
-  using value_type = T;
-  counting_allocator(int* allocations, int* deallocations) noexcept : allocs(allocations), deallocs(deallocations) {}
-  template <class U>
-  counting_allocator(const counting_allocator<U>& other) noexcept : allocs(other.allocs), deallocs(other.deallocs) {}
-  T* allocate(std::size_t n) {
-    ++*allocs;
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) {
-    ++*deallocs;
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const counting_allocator<U>& other) const noexcept {
-    return allocs == other.allocs;
-  }
-  int* allocs;
-  int* deallocs;
-};
 
 struct recording_observer final : coretry::retry_observer {
   void attempt_stuck(const coretry::stuck_attempt_event& e) noexcept override {

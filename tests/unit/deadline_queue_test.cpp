@@ -5,6 +5,7 @@
 // and is shared safely by many threads.
 
 #include "test_support.hpp"
+#include "test_operations.hpp"
 
 #include <coretry/detail/deadline_queue.hpp>
 #include <coretry/with_deadline.hpp>
@@ -27,30 +28,6 @@ using coretry::deadline_outcome;
 
 namespace {
 
-/// An operation that says nothing for a day unless it is cancelled: a wait
-/// on a timer of type Timer, held by the io_context like any pending I/O,
-/// which completes with operation_aborted when cancelled.
-template <class Value, class Timer = asio::steady_timer>
-auto silent_operation(asio::io_context& io) {
-  return [&io](auto handler) {
-    auto timer = std::make_shared<Timer>(io);
-    timer->expires_after(std::chrono::hours(24));
-    auto slot = asio::get_associated_cancellation_slot(handler);
-    auto ex = asio::get_associated_executor(handler);
-    timer->async_wait(asio::bind_cancellation_slot(
-        slot, asio::bind_executor(ex, [timer, h = std::move(handler)](boost::system::error_code ec) mutable {
-          std::move(h)(ec ? ec : asio::error::timed_out, Value{});
-        })));
-  };
-}
-
-/// An operation that completes at once (through the executor) with 7.
-auto immediate_operation() {
-  return [](auto handler) {
-    auto ex = asio::get_associated_executor(handler);
-    asio::post(ex, [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}, 7); });
-  };
-}
 
 template <class Timer>
 std::uint64_t arms_of(asio::io_context& io) {

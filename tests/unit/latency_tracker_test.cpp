@@ -1,3 +1,5 @@
+#include "latency_samples.hpp"
+
 #include <coretry/latency_tracker.hpp>
 
 #include <doctest/doctest.h>
@@ -9,17 +11,9 @@ using namespace std::chrono_literals;
 using coretry::duration;
 using coretry::latency_result;
 using coretry::latency_tracker;
+using namespace coretry_tests::latency;
 
 namespace {
-constexpr auto success = latency_result::success;
-constexpr auto timeout = latency_result::timeout;
-constexpr auto failure = latency_result::failure;
-
-latency_tracker::options uncached() {
-  latency_tracker::options o;
-  o.refresh_interval = duration::zero();
-  return o;
-}
 } // namespace
 
 TEST_CASE("latency tracker: a sample reads back as its bucket's upper edge, exactly") {

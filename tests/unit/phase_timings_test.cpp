@@ -12,22 +12,22 @@ using coretry::phase;
 using coretry::phase_timings;
 
 namespace {
-const phase_timings::clock::time_point t0{std::chrono::seconds(1000)};
+const phase_timings::clock::time_point phases_t0{std::chrono::seconds(1000)};
 } // namespace
 
 TEST_CASE("phase timings: a new https connection, phase by phase") {
   phase_timings p;
   CHECK(p.empty());
   CHECK_FALSE(p.running());
-  p.enter(phase::pool_wait, t0);
-  p.enter(phase::lookup, t0 + 2ms);
-  p.enter(phase::connect, t0 + 5ms);
-  p.enter(phase::tls, t0 + 6ms);
-  p.enter(phase::write, t0 + 16ms);
-  p.enter(phase::first_byte, t0 + 17ms);
-  p.enter(phase::read, t0 + 117ms);
+  p.enter(phase::pool_wait, phases_t0);
+  p.enter(phase::lookup, phases_t0 + 2ms);
+  p.enter(phase::connect, phases_t0 + 5ms);
+  p.enter(phase::tls, phases_t0 + 6ms);
+  p.enter(phase::write, phases_t0 + 16ms);
+  p.enter(phase::first_byte, phases_t0 + 17ms);
+  p.enter(phase::read, phases_t0 + 117ms);
   CHECK(p.running() == phase::read);
-  p.finish(t0 + 120ms);
+  p.finish(phases_t0 + 120ms);
   CHECK_FALSE(p.running());
   CHECK(p[phase::pool_wait] == 2ms);
   CHECK(p[phase::lookup] == 3ms);
@@ -41,11 +41,11 @@ TEST_CASE("phase timings: a new https connection, phase by phase") {
 
 TEST_CASE("phase timings: a reused connection has no lookup, connect or tls") {
   phase_timings p;
-  p.enter(phase::pool_wait, t0);
-  p.enter(phase::write, t0); // leased at once: a zero wait, still reached
-  p.enter(phase::first_byte, t0 + 1ms);
-  p.enter(phase::read, t0 + 4ms);
-  p.finish(t0 + 4ms);
+  p.enter(phase::pool_wait, phases_t0);
+  p.enter(phase::write, phases_t0); // leased at once: a zero wait, still reached
+  p.enter(phase::first_byte, phases_t0 + 1ms);
+  p.enter(phase::read, phases_t0 + 4ms);
+  p.finish(phases_t0 + 4ms);
   CHECK(p[phase::pool_wait] == 0ms);
   CHECK_FALSE(p[phase::lookup]);
   CHECK_FALSE(p[phase::connect]);
@@ -57,32 +57,32 @@ TEST_CASE("phase timings: a reused connection has no lookup, connect or tls") {
 
 TEST_CASE("phase timings: a failed attempt has the phases it reached, its last one until it ended") {
   phase_timings p;
-  p.enter(phase::pool_wait, t0);
-  p.enter(phase::connect, t0 + 1ms);
-  p.enter(phase::write, t0 + 3ms);
-  p.enter(phase::first_byte, t0 + 4ms);
-  p.finish(t0 + 250ms); // the attempt's deadline
+  p.enter(phase::pool_wait, phases_t0);
+  p.enter(phase::connect, phases_t0 + 1ms);
+  p.enter(phase::write, phases_t0 + 3ms);
+  p.enter(phase::first_byte, phases_t0 + 4ms);
+  p.finish(phases_t0 + 250ms); // the attempt's deadline
   CHECK(p[phase::first_byte] == 246ms);
   CHECK_FALSE(p[phase::read]);
   CHECK_FALSE(p[phase::lookup]);
   CHECK(p.total() == 250ms);
   // Finishing again changes nothing.
-  p.finish(t0 + 300ms);
+  p.finish(phases_t0 + 300ms);
   CHECK(p.total() == 250ms);
 }
 
 TEST_CASE("phase timings: a phase entered again adds to its time") {
   phase_timings p;
-  p.enter(phase::pool_wait, t0);
-  p.enter(phase::write, t0 + 1ms);
-  p.enter(phase::first_byte, t0 + 2ms);
+  p.enter(phase::pool_wait, phases_t0);
+  p.enter(phase::write, phases_t0 + 1ms);
+  p.enter(phase::first_byte, phases_t0 + 2ms);
   // The reused connection was closed by the server: a new one, same attempt.
-  p.enter(phase::pool_wait, t0 + 3ms);
-  p.enter(phase::connect, t0 + 5ms);
-  p.enter(phase::write, t0 + 6ms);
-  p.enter(phase::first_byte, t0 + 8ms);
-  p.enter(phase::read, t0 + 10ms);
-  p.finish(t0 + 11ms);
+  p.enter(phase::pool_wait, phases_t0 + 3ms);
+  p.enter(phase::connect, phases_t0 + 5ms);
+  p.enter(phase::write, phases_t0 + 6ms);
+  p.enter(phase::first_byte, phases_t0 + 8ms);
+  p.enter(phase::read, phases_t0 + 10ms);
+  p.finish(phases_t0 + 11ms);
   CHECK(p[phase::pool_wait] == 3ms);
   CHECK(p[phase::write] == 3ms);
   CHECK(p[phase::first_byte] == 3ms);
@@ -91,9 +91,9 @@ TEST_CASE("phase timings: a phase entered again adds to its time") {
 
 TEST_CASE("phase timings: a clock that goes backwards counts as no time") {
   phase_timings p;
-  p.enter(phase::pool_wait, t0 + 5ms);
-  p.enter(phase::write, t0);
-  p.finish(t0 + 1ms);
+  p.enter(phase::pool_wait, phases_t0 + 5ms);
+  p.enter(phase::write, phases_t0);
+  p.finish(phases_t0 + 1ms);
   CHECK(p[phase::pool_wait] == 0ms);
   CHECK(p[phase::write] == 1ms);
 }

@@ -54,19 +54,25 @@ struct ticket_classifier {
   }
 };
 
+/// Options for an operation safe to repeat, told to `gate`, its backoff
+/// drawn at half the window.
+coretry::retry_options ticket_options(ticket_gate& gate, coretry::testing::scripted_random& draws) {
+  coretry::retry_options o = idempotent();
+  o.gate = &gate;
+  o.random = &draws;
+  return o;
+}
+
 /// Starts one operation on `io`, runs virtual time for `run_for`, then
 /// destroys the io_context with the operation still in flight.
 void ticket_destroyed_mid_flight(const coretry::policy& p, fake_dependency& dependency, ticket_gate& gate,
-                          coretry::duration run_for) {
+                                 coretry::duration run_for) {
   int handler_calls = 0;
   {
     asio::io_context io;
     coretry::testing::manual_runner runner(io);
-    coretry::retry_options o = idempotent();
-    o.gate = &gate;
     coretry::testing::scripted_random draws{0.5, 0.5, 0.5};
-    o.random = &draws;
-    coretry::async_retry<manual_timer>(io.get_executor(), p, o, dependency.factory(), status_classifier{},
+    coretry::async_retry<manual_timer>(io.get_executor(), p, ticket_options(gate, draws), dependency.factory(), status_classifier{},
                                        [&](std::exception_ptr, coretry::outcome<int>) { ++handler_calls; });
     runner.run_for(run_for);
   }
@@ -83,12 +89,9 @@ template <class Factory, class Classifier>
 ticket_run ticket_run_to_end(const coretry::policy& p, Factory factory, Classifier classify, ticket_gate& gate) {
   asio::io_context io;
   coretry::testing::manual_runner runner(io);
-  coretry::retry_options o = idempotent();
-  o.gate = &gate;
   coretry::testing::scripted_random draws{0.5, 0.5, 0.5};
-  o.random = &draws;
   std::optional<ticket_run> ended;
-  coretry::async_retry<manual_timer>(io.get_executor(), p, o, std::move(factory), classify,
+  coretry::async_retry<manual_timer>(io.get_executor(), p, ticket_options(gate, draws), std::move(factory), classify,
                                      [&](std::exception_ptr e, coretry::outcome<int>) {
                                        REQUIRE_FALSE(ended);
                                        ended = ticket_run{e, runner.elapsed()};

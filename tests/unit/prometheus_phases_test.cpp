@@ -1,6 +1,8 @@
 // The HTTP phase histograms' exposition text: exact lines for phases of
 // known length, bounded route labels, bad construction arguments refused.
 
+#include "phase_samples.hpp"
+
 #include <coretry/prometheus_phases.hpp>
 
 #include <doctest/doctest.h>
@@ -14,22 +16,10 @@ using coretry::attempt_phases_event;
 using coretry::phase;
 using coretry::phase_timings;
 using coretry::prometheus_phase_histograms;
+using namespace coretry_tests::phases;
 
 namespace {
 
-const phase_timings::clock::time_point origin{std::chrono::seconds(1000)};
-
-/// A reused connection: 1 ms waiting for it (exactly the first bucket's
-/// bound), 0.5 ms writing, `server` waiting for the first byte, 3 ms reading.
-phase_timings reused(coretry::duration server) {
-  phase_timings p;
-  p.enter(phase::pool_wait, origin);
-  p.enter(phase::write, origin + 1ms);
-  p.enter(phase::first_byte, origin + 1500us);
-  p.enter(phase::read, origin + 1500us + server);
-  p.finish(origin + 4500us + server);
-  return p;
-}
 
 bool has_line(const std::string& text, const std::string& line) {
   return text.find("\n" + line + "\n") != std::string::npos;

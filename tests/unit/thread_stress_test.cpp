@@ -289,19 +289,10 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
                              });
         break;
       case kind::retry_strand:
-        coretry::async_retry(
-            bare, policy, options, [&io, takes](const auto&) { return timed_operation(io, takes); },
-            asio::bind_cancellation_slot(
-                signal->slot(), asio::bind_executor(strand, [p = probe(book, i), strand, signal,
-                                                             done](std::exception_ptr, coretry::outcome<int>) mutable {
-                  *done = true;
-                  p.ran(strand.running_in_this_thread());
-                })));
-        if (cancel) arm_cancel();
-        break;
       case kind::retry_hedged:
         coretry::async_retry(
-            bare, hedged, hedged_options, [&io, takes](const auto&) { return timed_operation(io, takes); },
+            bare, k == kind::retry_hedged ? hedged : policy, k == kind::retry_hedged ? hedged_options : options,
+            [&io, takes](const auto&) { return timed_operation(io, takes); },
             asio::bind_cancellation_slot(
                 signal->slot(), asio::bind_executor(strand, [p = probe(book, i), strand, signal,
                                                              done](std::exception_ptr, coretry::outcome<int>) mutable {

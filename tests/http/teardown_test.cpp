@@ -31,8 +31,9 @@ struct teardown_run {
 };
 
 /// `requests` GETs to a server that accepts (the kernel does) and never
-/// answers, one connection per origin; the context runs for 100 ms, then
-/// the client and the context are destroyed in that order.
+/// answers, one connection per origin; the context runs until all but the
+/// first wait for the connection, then the client and the context are
+/// destroyed in that order.
 teardown_run tear_down_with_waiters(int requests) {
   coretry::test::loopback_listener silent;
   const std::string url = "http://127.0.0.1:" + std::to_string(silent.port()) + "/never";
@@ -46,7 +47,11 @@ teardown_run tear_down_with_waiters(int requests) {
     for (int i = 0; i < requests; ++i)
       client->async_send(url, coretry::http::request(beast_http::verb::get, "", 11), {},
                          [&out, token](std::exception_ptr, coretry::http::result) { ++out.ran; });
-    io->run_for(100ms);
+    // Until every request but the first waits for the connection (at most
+    // 100 ms: well inside the attempts' 250 ms).
+    for (int slice = 0; slice < 50 && client->stats().waiting + 1 < static_cast<std::size_t>(requests); ++slice)
+      io->run_for(2ms);
+    io->run_for(2ms);
     out.were_waiting = client->stats().waiting;
     client.reset();
     io.reset();

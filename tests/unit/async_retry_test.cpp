@@ -751,3 +751,34 @@ TEST_CASE("a single-threaded io_context needs no strand, a multi-threaded one do
   CHECK(is_serial_executor(asio::make_strand(many)));
   CHECK(is_serial_executor(asio::any_io_executor(asio::make_strand(many))));
 }
+
+TEST_CASE("async_retry: the caller's slot after the end, with the handler on the operation's strand or elsewhere") {
+  asio::io_context io;
+  asio::io_context other;
+  auto answers = [](const auto&) {
+    return deferred_attempt([](auto handler) { std::move(handler)(boost::system::error_code{}, 200); });
+  };
+  asio::cancellation_signal cancel;
+  int ran = 0;
+  SUBCASE("on a strand of the I/O context: the operation's own, so the slot is cleared") {
+    auto strand = asio::make_strand(io);
+    coretry::async_retry<asio::steady_timer>(
+        io.get_executor(), coretry::policy{}, idempotent(), answers, status_classifier{},
+        asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(strand, [&](std::exception_ptr, auto) { ++ran; })));
+    io.run();
+    CHECK(ran == 1);
+    CHECK_FALSE(cancel.slot().has_handler());
+  }
+  SUBCASE("on a strand of another io_context: the handler left in the slot is detached and does nothing") {
+    auto strand = asio::make_strand(other);
+    coretry::async_retry<asio::steady_timer>(
+        io.get_executor(), coretry::policy{}, idempotent(), answers, status_classifier{},
+        asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(strand, [&](std::exception_ptr, auto) { ++ran; })));
+    io.run();
+    other.run();
+    CHECK(ran == 1);
+    cancel.emit(asio::cancellation_type::terminal); // reaches nobody: nothing is posted
+    io.restart();
+    CHECK(io.poll() == 0);
+  }
+}

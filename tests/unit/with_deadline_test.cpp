@@ -1,6 +1,7 @@
 // async_with_deadline on virtual time: every instant exact.
 
 #include "test_support.hpp"
+#include "test_operations.hpp"
 
 #include <coretry/with_deadline.hpp>
 
@@ -182,4 +183,25 @@ TEST_CASE("with_deadline: instant_after saturates at the clock's last instant") 
   const auto now = std::chrono::steady_clock::now();
   CHECK(coretry::instant_after(now, coretry::duration::max()) == std::chrono::steady_clock::time_point::max());
   CHECK(coretry::instant_after(at(ms(5)), ms(7)) == at(ms(12)));
+}
+
+TEST_CASE("with_deadline: a handler on a second io_context, cancelled before the operation starts on its strand") {
+  // The runner must be listening to the slot from the initiating call: the
+  // operation starts later, on a strand of the I/O context, and an emission
+  // from the caller's side in between would otherwise find nobody there.
+  asio::io_context io;    // the operation's
+  asio::io_context other; // the handler's
+  auto strand = asio::make_strand(other);
+  asio::cancellation_signal cancel;
+  std::optional<deadline_outcome<int>> outcome;
+  coretry::async_with_deadline<int>(
+      io.get_executor(), coretry::instant_after(std::chrono::steady_clock::now(), std::chrono::hours(1)),
+      silent_operation<int>(io),
+      asio::bind_cancellation_slot(cancel.slot(),
+                                   asio::bind_executor(strand, [&](deadline_outcome<int> o) { outcome = o; })));
+  cancel.emit(asio::cancellation_type::terminal); // nothing has run yet
+  io.run_for(std::chrono::milliseconds(500));
+  other.run();
+  REQUIRE(outcome);
+  CHECK(outcome->error == asio::error::operation_aborted);
 }

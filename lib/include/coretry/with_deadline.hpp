@@ -123,17 +123,21 @@ auto async_with_deadline(const Executor& ex, typename Timer::time_point deadline
         const auto strand =
             detail::make_operation_strand(boost::asio::get_associated_executor(handler, io), io);
         auto& queue = detail::deadline_queue_of<Timer>(io);
-        // Started on that executor: at once when the caller runs there
-        // already, else queued there. Started from another thread, the
-        // operation could complete while this call was still arming its
-        // deadline. The start allocates like the handler.
+        // The runner listens to the caller's slot from here, the caller's
+        // thread (where it may emit; a slot must not be touched from two
+        // threads at once). The operation starts on the strand: at once
+        // when the caller runs there already, else queued there. Started
+        // from another thread, it could complete while this call was still
+        // arming its deadline. The start allocates like the handler.
         const auto alloc = boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>());
-        boost::asio::dispatch(
-            strand, boost::asio::bind_allocator(alloc, [&queue, at, strand, operation = std::move(operation),
-                                                        handler = std::move(handler)]() mutable {
-              detail::run_attempt<T>(queue, at, default_cancellation_repeat, strand, std::move(operation),
-                                     std::move(handler));
-            }));
+        using runner = detail::attempt_runner<T, Timer, decltype(handler)>;
+        auto created = runner::create(queue, default_cancellation_repeat, detail::default_cancellation_repeats,
+                                      detail::stuck_report{}, strand, std::move(handler));
+        boost::asio::dispatch(strand, boost::asio::bind_allocator(alloc, [at, operation = std::move(operation),
+                                                                          r = std::move(created)]() mutable {
+                                r->launch(at, std::move(operation));
+                                r.done(true);
+                              }));
       },
       token, ex, deadline, std::forward<Op>(op));
 }

@@ -117,6 +117,17 @@ public:
   template <class Op>
   static void start(queue_type& queue, time_point deadline, duration repeat, unsigned max_repeats,
                     stuck_report stuck, const boost::asio::any_io_executor& ex, Op&& op, Handler&& handler) {
+    ref runner = create(queue, repeat, max_repeats, stuck, ex, std::move(handler));
+    runner->launch(deadline, std::forward<Op>(op));
+    runner.done(true); // never calls the handler in place
+  }
+
+  /// A runner that holds `handler` and listens to its cancellation slot,
+  /// from the thread that calls (the caller's: where it may emit), but has
+  /// not started its operation: launch() does that, on `ex`. A request that
+  /// comes in between is acted on as the operation starts.
+  static ref create(queue_type& queue, duration repeat, unsigned max_repeats, stuck_report stuck,
+                    const boost::asio::any_io_executor& ex, Handler&& handler) {
     const handler_allocator handler_alloc(
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     own_allocator<> alloc(handler_alloc);
@@ -127,7 +138,51 @@ public:
       std::allocator_traits<own_allocator<>>::deallocate(alloc, self, 1);
       throw;
     }
-    self->launch(deadline, std::forward<Op>(op));
+    ref r(self);
+    self->caller_.attach(boost::asio::get_associated_cancellation_slot(self->handler_), self);
+    return r;
+  }
+
+  /// Starts the operation with its deadline; on the runner's executor.
+  template <class Op>
+  void launch(time_point deadline, Op&& op) {
+    ref self(this); // launch's own reference: never calls the handler in place,
+                    // since the initiating call must never complete the caller
+    launched_ = true;
+    std::exception_ptr thrown_after_completing;
+    ++callout_;
+    try {
+      if constexpr (is_awaitable_v<std::decay_t<Op>>)
+        boost::asio::co_spawn(executor_, std::forward<Op>(op), owned_handler<attempt_runner>{ref(this)});
+      else
+        std::forward<Op>(op)(owned_handler<attempt_runner>{ref(this)});
+    } catch (...) {
+      if (op_done_) {
+        // The operation completed, then threw: its result stands, and the
+        // exception goes on as any handler's would, once this is settled.
+        thrown_after_completing = std::current_exception();
+      } else {
+        // Starting the operation threw. Whether it started something first
+        // cannot be known: its handler, if it ever runs, is ignored (it holds
+        // its own reference, so nothing it touches is freed).
+        result_.exception = std::current_exception();
+        op_done_ = true;
+      }
+    }
+    --callout_;
+    // The caller cancelled before the start: the operation hears of it now.
+    if (caller_cancelled_ && !op_done_) cancel_operation();
+    if (op_done_) {
+      // Completed (or threw) inside its initiating call: the caller hears of
+      // it from the executor, never inside this call, and no deadline is set.
+      post_completion();
+    } else if (caller_cancelled_ && repeat_ > duration::zero()) {
+      arm_repeat();
+    } else {
+      arm(deadline);
+    }
+    self.done(true);
+    if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
   }
 
 private:
@@ -176,12 +231,14 @@ private:
   void release(bool ran, bool post = false) {
     if (references_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     own_allocator<> alloc(alloc_);
+    // The handler goes last, after the runner's block is freed with an
+    // allocator copied from it (which may refer to memory it owns).
+    Handler handler(std::move(handler_));
     if (!ran || !completed_) {
       this->~attempt_runner();
       std::allocator_traits<own_allocator<>>::deallocate(alloc, this, 1);
       return;
     }
-    Handler handler(std::move(handler_));
     attempt_completion<T> result(std::move(result_));
     std::optional<handler_work<handler_executor>> work(std::move(work_));
     this->~attempt_runner();
@@ -202,51 +259,16 @@ private:
       boost::asio::dispatch(std::move(completion));
   }
 
-  template <class Op>
-  void launch(time_point deadline, Op&& op) {
-    ref self(this); // launch's own reference: never calls the handler in place,
-                    // since the initiating call must never complete the caller
-    caller_.attach(boost::asio::get_associated_cancellation_slot(handler_), this);
-
-    std::exception_ptr thrown_after_completing;
-    ++callout_;
-    try {
-      if constexpr (is_awaitable_v<std::decay_t<Op>>)
-        boost::asio::co_spawn(executor_, std::forward<Op>(op), owned_handler<attempt_runner>{ref(this)});
-      else
-        std::forward<Op>(op)(owned_handler<attempt_runner>{ref(this)});
-    } catch (...) {
-      if (op_done_) {
-        // The operation completed, then threw: its result stands, and the
-        // exception goes on as any handler's would, once this is settled.
-        thrown_after_completing = std::current_exception();
-      } else {
-        // Starting the operation threw. Whether it started something first
-        // cannot be known: its handler, if it ever runs, is ignored (it holds
-        // its own reference, so nothing it touches is freed).
-        result_.exception = std::current_exception();
-        op_done_ = true;
-      }
-    }
-    --callout_;
-    if (op_done_) {
-      // Completed (or threw) inside its initiating call: the caller hears of
-      // it from the executor, never inside this call, and no deadline is set.
-      post_completion();
-    } else {
-      arm(deadline);
-    }
-    self.done(true);
-    if (thrown_after_completing) std::rethrow_exception(thrown_after_completing);
-  }
 
   // The caller's emission (caller_link), on the caller's executor. Any
   // cancellation the caller sends becomes terminal for the attempt: the
   // attempt is abandoned, so its I/O must stop and may not be reused. It is
   // acted on from the runner's executor, whatever thread the caller emits from.
-  void on_caller_cancellation(boost::asio::cancellation_type type) {
-    if (!(type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial))) return;
-    if (!try_add_ref()) return;
+  bool accept_caller_cancellation(boost::asio::cancellation_type type) noexcept {
+    if (!(type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial))) return false;
+    return try_add_ref();
+  }
+  void act_on_caller_cancellation() {
     boost::asio::post(executor_, boost::asio::bind_allocator(alloc_, [self = ref::adopt(this)]() mutable {
                         self->on_caller_cancel();
                         self.done();
@@ -254,8 +276,9 @@ private:
   }
 
   void on_caller_cancel() {
-    if (op_done_ || completed_ || cancelled_) return;
+    if (op_done_ || completed_ || cancelled_ || caller_cancelled_) return;
     caller_cancelled_ = true;
+    if (!launched_) return; // launch() sends it
     cancel_operation();
     if (op_done_) return complete(); // it finished inside the emission
     arm_repeat();
@@ -399,6 +422,7 @@ private:
   bool completed_ = false;
   bool cancelled_ = false; ///< terminal cancellation was sent at least once
   bool caller_cancelled_ = false;
+  bool launched_ = false; ///< the operation has been started
   bool timed_out_ = false;
   bool stuck_reported_ = false;
 };

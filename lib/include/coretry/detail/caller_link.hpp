@@ -13,10 +13,15 @@
 // emission does nothing. A detached handler left in the slot is harmless; the
 // caller's next operation replaces it.
 //
-// The owner provides `on_caller_cancellation(cancellation_type)`, called
-// under the lock (so the owner cannot be freed while it runs): it must not
-// call back into the link, and must only take a reference if the owner is
-// still alive (an owner may be detaching from its destructor).
+// The owner provides two functions. `accept_caller_cancellation(type)` is
+// called under the lock (so the owner cannot be freed meanwhile): it records
+// the request and answers whether to act on it, having then taken a
+// reference to itself (only while it is still alive: an owner may be
+// detaching from its destructor). `act_on_caller_cancellation()` is then
+// called without the lock, holding that reference: it posts the step that
+// acts on the request. Posting under the lock could deadlock: a post to a
+// strand whose service has shut down destroys the step at once, which may
+// free the owner, which detaches, which takes the lock.
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
@@ -35,27 +40,37 @@ public:
   caller_link_handler& operator=(const caller_link_handler&) = delete;
 
   void operator()(boost::asio::cancellation_type type) {
-    lock();
-    if (owner_) owner_->on_caller_cancellation(type);
-    unlock();
+    Owner* accepted = nullptr;
+    {
+      const guard held(busy_);
+      if (owner_ && owner_->accept_caller_cancellation(type)) accepted = owner_;
+    }
+    if (accepted) accepted->act_on_caller_cancellation();
   }
 
   /// No emission reaches the owner once this has returned; one under way
-  /// has finished.
+  /// has finished with it, or holds a reference of its own.
   void detach() noexcept {
-    lock();
+    const guard held(busy_);
     owner_ = nullptr;
-    unlock();
   }
 
 private:
-  // Held for a few instructions (a flag test, a post): a spin lock costs
+  // Held for a few instructions (a pointer and a counter): a spin lock costs
   // less than a mutex on the path every operation takes.
-  void lock() noexcept {
-    while (busy_.exchange(true, std::memory_order_acquire))
-      while (busy_.load(std::memory_order_relaxed)) std::this_thread::yield();
-  }
-  void unlock() noexcept { busy_.store(false, std::memory_order_release); }
+  class guard {
+  public:
+    explicit guard(std::atomic<bool>& busy) noexcept : busy_(busy) {
+      while (busy_.exchange(true, std::memory_order_acquire))
+        while (busy_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    ~guard() { busy_.store(false, std::memory_order_release); }
+    guard(const guard&) = delete;
+    guard& operator=(const guard&) = delete;
+
+  private:
+    std::atomic<bool>& busy_;
+  };
 
   std::atomic<bool> busy_{false};
   Owner* owner_;

@@ -122,7 +122,7 @@ private:
     // The caller emits from its handler's executor: when that is the
     // strand, the slot may be cleared from the operation's steps.
     if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
-      clear_in_place_ = boost::asio::any_io_executor(work_.executor()) == strand_;
+      clear_in_place_ = boost::asio::any_io_executor(boost::asio::get_associated_executor(handler_, ex)) == strand_;
   }
 
   ~retry_op() {
@@ -188,10 +188,13 @@ private:
   // The caller's emission (caller_link), on the caller's executor. The
   // request is recorded at once (so that it is honoured whenever it comes,
   // even before the first step) and acted on from the strand.
-  void on_caller_cancellation(boost::asio::cancellation_type type) {
+  bool accept_caller_cancellation(boost::asio::cancellation_type type) noexcept {
     const unsigned honoured = static_cast<unsigned>(type) & honoured_cancellation;
-    if (honoured == 0 || !try_add_ref()) return;
+    if (honoured == 0 || !try_add_ref()) return false;
     requested_.fetch_or(honoured, std::memory_order_acq_rel);
+    return true;
+  }
+  void act_on_caller_cancellation() {
     boost::asio::post(strand_, adopt_step([](retry_op& op) { op.on_cancel(); }));
   }
 

@@ -189,8 +189,8 @@ TEST_CASE("with_deadline: a handler on a second io_context, cancelled before the
   // The runner must be listening to the slot from the initiating call: the
   // operation starts later, on a strand of the I/O context, and an emission
   // from the caller's side in between would otherwise find nobody there.
+  asio::io_context other; // the handler's, destroyed last
   asio::io_context io;    // the operation's
-  asio::io_context other; // the handler's
   auto strand = asio::make_strand(other);
   asio::cancellation_signal cancel;
   std::optional<deadline_outcome<int>> outcome;
@@ -201,7 +201,7 @@ TEST_CASE("with_deadline: a handler on a second io_context, cancelled before the
                                    asio::bind_executor(strand, [&](deadline_outcome<int> o) { outcome = o; })));
   cancel.emit(asio::cancellation_type::terminal); // nothing has run yet
   io.run_for(std::chrono::milliseconds(500));
-  other.run();
+  other.run_for(std::chrono::milliseconds(500));
   REQUIRE(outcome);
   CHECK(outcome->error == asio::error::operation_aborted);
 }

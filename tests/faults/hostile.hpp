@@ -218,14 +218,12 @@ public:
     rlimit lowered = saved_;
     lowered.rlim_cur = static_cast<rlim_t>(highest) + 1;
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
-    for (;;) {
-      const int copy = ::dup(STDERR_FILENO);
-      if (copy < 0) {
-        exhausted_ = errno == EMFILE;
-        break;
-      }
-      taken_.push_back(copy);
-    }
+    take_free_numbers();
+    // A descriptor another thread of the process held open for a moment
+    // while the numbers were counted (the highest, say) is free again once
+    // it closes it: that number is taken too, after a pause.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    take_free_numbers();
   }
   /// Whether the last attempt to open a descriptor failed with EMFILE.
   bool exhausted() const { return exhausted_; }
@@ -235,6 +233,18 @@ public:
   }
   descriptors_exhausted(const descriptors_exhausted&) = delete;
   descriptors_exhausted& operator=(const descriptors_exhausted&) = delete;
+
+private:
+  void take_free_numbers() {
+    for (;;) {
+      const int copy = ::dup(STDERR_FILENO);
+      if (copy < 0) {
+        exhausted_ = errno == EMFILE;
+        return;
+      }
+      taken_.push_back(copy);
+    }
+  }
 
 private:
   rlimit saved_{};

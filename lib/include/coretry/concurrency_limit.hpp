@@ -1,6 +1,7 @@
 #ifndef CORETRY_CONCURRENCY_LIMIT_HPP
 #define CORETRY_CONCURRENCY_LIMIT_HPP
 
+#include <coretry/limit_model.hpp>
 #include <coretry/policy.hpp>
 
 #include <atomic>
@@ -40,6 +41,7 @@ private:
   permit_waiter* newer_ = nullptr;
   permit_waiter* older_ = nullptr;
   bool queued_ = false;
+  bool granted_ = false; ///< its last wait ended with a permit
 };
 
 /// A limit on the attempts in flight to one dependency, shared (like the
@@ -127,8 +129,15 @@ private:
   std::mutex queue_lock_;
   permit_waiter* newest_ = nullptr;
   permit_waiter* oldest_ = nullptr;
-  // The adaptive rule's window state lives in the implementation (lock-free
-  // recording; one thread at a time closes a window).
+  std::atomic<std::uint64_t> acquired_{0};
+  std::atomic<std::uint64_t> waited_{0};
+  std::atomic<std::uint64_t> refused_{0};
+  // The adaptive rule and its window state (lock-free recording; one
+  // thread at a time closes a window).
+  limit_model model_;
+  bool take_permit() noexcept;
+  void serve_waiters() noexcept;
+  void unlink(permit_waiter& w) noexcept;
 };
 
 } // namespace coretry

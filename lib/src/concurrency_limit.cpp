@@ -115,10 +115,13 @@ concurrency_limit::cancel_result concurrency_limit::cancel_wait(permit_waiter& w
 }
 
 void concurrency_limit::release(duration now, duration latency, limit_signal signal) noexcept {
-  if (options_.adaptive && signal != limit_signal::ignored) model_.record(latency, signal == limit_signal::drop);
   const unsigned held = in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
-  if (options_.adaptive && model_.close_window(now, held) != limit_model::verdict::none)
-    limit_.store(model_.limit(), std::memory_order_relaxed);
+  if (options_.adaptive) {
+    // An end at or after the window's deadline closes it, then counts in the next one.
+    if (model_.close_window(now, held) != limit_model::verdict::none)
+      limit_.store(model_.limit(), std::memory_order_relaxed);
+    if (signal != limit_signal::ignored) model_.record(latency, signal == limit_signal::drop);
+  }
   if (waiting_.load(std::memory_order_seq_cst) != 0) serve_waiters();
 }
 

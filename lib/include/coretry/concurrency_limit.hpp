@@ -28,6 +28,10 @@ enum class limit_signal {
 /// waiter or back to the pool. After the lock is released, permit_granted()
 /// is called on the waiter that accepted, on the thread that released the
 /// permit: it must only hand the event to its owner's executor.
+/// accept_permit() runs under the limit's lock: it must not call the limit
+/// (try_acquire, lock-free, excepted). A waiter whose wait ended with a
+/// grant (cancel_wait answered `granted`) may wait again only after its
+/// permit_granted() was called.
 class permit_waiter {
 public:
   virtual bool accept_permit() noexcept = 0;
@@ -48,11 +52,12 @@ private:
 /// budget and the gate) by every operation and thread calling it. Every
 /// attempt holds a permit from its start until its own operation has
 /// completed, cancellation included. Thread-safe; taking and giving back a
-/// permit takes no lock and allocates nothing. Time is an input (a time
+/// permit takes no lock while nobody waits, and allocates nothing. Time is an input (a time
 /// since the epoch of the clock its callers share): it reads no clock.
 ///
 /// **Adaptive** (the default): the limit moves with what the attempts show,
-/// window by window (see lib/docs/overload.md). **Fixed**: `adaptive` off,
+/// window by window (limit_model: the window's median latency against a
+/// baseline, and drops; see lib/docs/overload.md). **Fixed**: `adaptive` off,
 /// the limit stays at `initial_limit`.
 ///
 /// **Waiting.** An attempt that finds no permit free may wait, at most
@@ -86,7 +91,7 @@ public:
   struct counts {
     std::uint64_t acquired = 0; ///< permits taken (at once or after a wait)
     std::uint64_t waited = 0;   ///< attempts that joined the queue
-    std::uint64_t refused = 0;  ///< refusals (queue full, or the wait ended without a permit)
+    std::uint64_t refused = 0;  ///< refusals (queue full, or the wait ended without a permit; not a waiter that refused its permit in accept_permit)
   };
 
   enum class wait_result { acquired, queued, refused };
@@ -112,7 +117,9 @@ public:
   /// it started, telling what it showed. A waiting attempt gets the permit.
   void release(duration now, duration latency, limit_signal signal) noexcept;
 
-  /// The limit in force, the permits held, and the attempts waiting.
+  /// The limit in force (after a decrease it may be below in_flight:
+  /// nothing is revoked, and no permit is handed out until in_flight is
+  /// under it), the permits held, and the attempts waiting.
   unsigned limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
   unsigned in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   unsigned waiting() const noexcept { return waiting_.load(std::memory_order_relaxed); }

@@ -20,11 +20,13 @@ namespace coretry {
 /// buckets per power of two, from 1 us to 2^40 ns: a latency is read back
 /// within 1/16 of its value), a drop one add on the window's drop count.
 ///
-/// **Closing a window.** A window closes at the first call of close_window
-/// at or after its deadline (`window` after it opened) once it holds at
-/// least `min_window_samples` ends (samples and drops); until then it stays
-/// open. Exactly one caller closes it: the one whose compare-and-swap takes
-/// the deadline. It empties the buckets one by one, so a sample recorded
+/// **Closing a window.** The first window opens at the first end seen. A
+/// window closes at the first call of close_window at or after its deadline
+/// (`window` after it opened) once it holds at least `min_window_samples`
+/// ends (samples and drops); until then it stays open. concurrency_limit
+/// calls it on every end before recording that end, which then counts in
+/// the next window. Exactly one caller closes it: the one whose
+/// compare-and-swap takes the deadline. It empties the buckets one by one, so a sample recorded
 /// while it does may count in the closed window or in the next one (a
 /// sample in the wrong window, at most a handful per window, is accepted).
 ///

@@ -64,6 +64,9 @@ TEST_CASE("limit simulation: after 4x the limit recovers at 0.5x") {
   CHECK(s.figures(0).admitted_share() >= 0.999);
   CHECK(s.goodput(9s, 0) >= 0.48);
   CHECK(s.figures(0).timed_out == 0);
+  // Used again at its peaks, the limit climbs back above its overload level
+  // (about 1.5 x the 8 workers).
+  CHECK(s.figures(0).mean_limit() >= 16.0);
 }
 
 TEST_CASE("limit simulation: capacity halved, the permits held follow within 2 s") {

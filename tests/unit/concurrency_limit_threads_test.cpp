@@ -45,9 +45,9 @@ struct stress_random {
 
 TEST_CASE("concurrency limit threads: no permit lost or doubled, every wait ends once") {
   concurrency_limit::options o;
-  o.initial_limit = 4;
+  o.initial_limit = 2;
   o.min_limit = 1;
-  o.max_limit = 8;
+  o.max_limit = 3;
   o.window = 1ms;
   o.min_window_samples = 5;
   o.max_waiters = 3;
@@ -66,7 +66,7 @@ TEST_CASE("concurrency limit threads: no permit lost or doubled, every wait ends
   };
   auto holding = [&] {
     taken.fetch_add(1, std::memory_order_relaxed);
-    if (held.fetch_add(1, std::memory_order_relaxed) + 1 > 8) over_max.fetch_add(1, std::memory_order_relaxed);
+    if (held.fetch_add(1, std::memory_order_relaxed) + 1 > 3) over_max.fetch_add(1, std::memory_order_relaxed);
   };
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
@@ -77,7 +77,7 @@ TEST_CASE("concurrency limit threads: no permit lost or doubled, every wait ends
         if (r.next() % 2 == 0) {
           if (cl.try_acquire()) {
             holding();
-            for (int k = static_cast<int>(r.next() % 50); k > 0; --k) std::this_thread::yield();
+            for (int k = static_cast<int>(r.next() % 8); k > 0; --k) std::this_thread::yield();
             give_back(r);
           }
           continue;
@@ -92,7 +92,7 @@ TEST_CASE("concurrency limit threads: no permit lost or doubled, every wait ends
           break;
         case concurrency_limit::wait_result::refused: break;
         case concurrency_limit::wait_result::queued: {
-          for (int k = static_cast<int>(r.next() % 20); k > 0; --k) std::this_thread::yield();
+          for (int k = static_cast<int>(r.next() % 6); k > 0; --k) std::this_thread::yield();
           if (cl.cancel_wait(w, r.next() % 2 == 0) == concurrency_limit::cancel_result::granted) {
             // The permit is ours; its announcement is on its way.
             while (w.announced.load(std::memory_order_acquire) == announced_before) std::this_thread::yield();
@@ -123,7 +123,7 @@ TEST_CASE("concurrency limit threads: no permit lost or doubled, every wait ends
   CHECK(totals.waited > 0);
   CHECK(grants.load() > 0);
   CHECK(cl.limit() >= 1);
-  CHECK(cl.limit() <= 8);
+  CHECK(cl.limit() <= 3);
   MESSAGE("taken " << taken.load() << ", waited " << totals.waited << ", granted after a wait " << grants.load()
                    << ", refused " << totals.refused << ", limit at the end " << cl.limit());
 }

@@ -128,6 +128,24 @@ void apply_hedge_after(std::string_view text, coretry::policy& p) {
   if (!v.percentile) p.hedging.delay = v.ms;
 }
 
+void apply_concurrency_limit(std::string_view text, options& opts) {
+  if (text == "off") {
+    opts.concurrency_limit.reset();
+    return;
+  }
+  opts.concurrency_limit = coretry::concurrency_limit::options{};
+  if (text == "adaptive") return;
+  unsigned permits = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), permits);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || permits < 1 || permits > 100'000)
+    throw std::invalid_argument("--concurrency-limit '" + std::string{text} +
+                                "': expected adaptive, off, or a number of permits from 1 to 100000");
+  opts.concurrency_limit->adaptive = false;
+  opts.concurrency_limit->initial_limit = permits;
+  opts.concurrency_limit->min_limit = 1;
+  opts.concurrency_limit->max_limit = permits;
+}
+
 void validate(const options& opts) {
   (void)serving::parse_listen_address(opts.listen);
   if (!opts.pricing_url.starts_with("http://") && !opts.pricing_url.starts_with("https://"))
@@ -147,6 +165,7 @@ void validate(const options& opts) {
   if (opts.max_connections == 0) throw std::invalid_argument("at least one connection to the pricing service");
   for (const auto& entry : opts.pricing_resolve) (void)coretry::http::parse_resolve_entry(entry);
   if (opts.gate) (void)gate_model{opts.gate_options}; // throws naming the bad option
+  if (opts.concurrency_limit) (void)coretry::concurrency_limit{*opts.concurrency_limit}; // likewise
   if (!opts.shared_state.empty()) {
 #if CORETRY_BOOKSTORE_SHARED_STATE
     if (auto problem = redis::url_problem(opts.shared_state)) throw std::invalid_argument("--shared-state: " + *problem);
@@ -248,6 +267,10 @@ public:
       if (opts_.gate) retry_gate_ = std::make_shared<local_gate>(opts_.gate_options);
     }
     if (retry_gate_) observer_.watch_gate("pricing", *retry_gate_);
+    if (opts_.concurrency_limit) {
+      limit_ = std::make_unique<coretry::concurrency_limit>(*opts_.concurrency_limit);
+      observer_.watch_limit("pricing", *limit_);
+    }
     if (opts_.policy.observed || opts_.policy.hedging.delay_percentile) tracker_ = std::make_unique<latency_tracker>();
     base_url_ = serving::open_listener(acceptor_, serving::parse_listen_address(opts_.listen), "http");
     port_ = acceptor_.local_endpoint().port();
@@ -413,6 +436,7 @@ private:
       }
     }
     void hedge(const hedge_event& e) noexcept override { server.observer_.hedge(e); }
+    void permit_waited(const permit_wait_event& e) noexcept override { server.observer_.permit_waited(e); }
     void stopped(const stop_event& e) noexcept override { server.observer_.stopped(e); }
     state& server;
     std::shared_ptr<connection> conn;
@@ -573,6 +597,7 @@ private:
     ro.route = book_route;
     ro.budget = budget_.get();
     ro.gate = retry_gate_.get();
+    ro.limit = limit_.get();
     ro.tracker = tracker_.get();
     ro.phases = &phases_;
     request_observer observer{*this, c};
@@ -635,6 +660,7 @@ private:
   std::shared_ptr<retry_budget> budget_;
   std::shared_ptr<local_gate> retry_gate_; // gate_ is the connection cap's
   std::unique_ptr<latency_tracker> tracker_; // pricing's, with an observed attempt limit or hedge delay
+  std::unique_ptr<coretry::concurrency_limit> limit_; // pricing's attempts in flight
   prometheus_observer observer_;
   prometheus_phase_histograms phases_{{std::string{book_route}}}; // pricing's attempts, by phase
 

@@ -1,6 +1,7 @@
 #ifndef CORETRY_BOOKSTORE_BOOKSTORE_HPP
 #define CORETRY_BOOKSTORE_BOOKSTORE_HPP
 
+#include <coretry/concurrency_limit.hpp>
 #include <coretry/gate.hpp>
 #include <coretry/http/tls.hpp>
 #include <coretry/policy.hpp>
@@ -84,6 +85,12 @@ struct options {
     o.max_hold = std::chrono::milliseconds(100);
     return o;
   }();
+  /// One concurrency limit (coretry::concurrency_limit) on pricing's
+  /// attempts in flight, shared by all handlers and threads: adaptive (the
+  /// library's defaults), fixed (`adaptive` off, `initial_limit` permits),
+  /// or none (empty). A call that gets no permit is answered 503 at once,
+  /// with x-coretry-stop: concurrency_limited, and pricing is not called.
+  std::optional<coretry::concurrency_limit::options> concurrency_limit = coretry::concurrency_limit::options{};
   /// Share the budget and the gate with every bookstore that names the same
   /// Redis and prefix (coretry::redis::shared_state): a
   /// `redis://[[USER][:PASSWORD]@]HOST[:PORT][/DB]` URL (`rediss://` over
@@ -164,6 +171,10 @@ void apply_attempt_timeout(std::string_view text, coretry::policy& p);
 /// tracker). max_hedges is left to the caller. Throws std::invalid_argument
 /// naming the problem.
 void apply_hedge_after(std::string_view text, coretry::policy& p);
+/// `--concurrency-limit`: "adaptive" (the library's adaptive limit), "off"
+/// (none), or a fixed number of permits N (1 to 100000). Throws
+/// std::invalid_argument naming the problem.
+void apply_concurrency_limit(std::string_view text, options& opts);
 
 /// How a pricing call that did not succeed is answered.
 struct failure_answer {

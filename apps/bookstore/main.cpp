@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   coretry::bookstore::options opts;
   std::string listen = opts.listen;
   std::string pricing;
-  std::string budget = "on", gate = "on", coordination = "on", jitter = "full";
+  std::string budget = "on", gate = "on", coordination = "on", jitter = "full", concurrency_limit = "adaptive",
+              throttle_first_attempts = "off";
   unsigned threads = 2;
   unsigned max_attempts = 3;
   std::string hedge_after;
@@ -78,6 +79,13 @@ int main(int argc, char** argv) {
   app.add_option("--gate", gate,
                  "shared retry gate on or off: while pricing mostly fails, retries pass only as probes")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--throttle-first-attempts", throttle_first_attempts,
+                 "with --gate on: reject first attempts locally with the gate's probability (client-side throttling)")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--concurrency-limit", concurrency_limit,
+                 "pricing's attempts in flight: adaptive, a fixed number of permits, or off; a call with no "
+                 "permit is answered 503 at once")
+      ->capture_default_str();
   app.add_option("--gate-probe-interval", gate_probe_interval, "ms between the retries a closed gate lets through")
       ->capture_default_str()->check(CLI::Range(1ll, 3600000ll));
   app.add_option("--gate-max-hold", gate_max_hold,
@@ -174,10 +182,12 @@ int main(int argc, char** argv) {
   opts.gate = gate == "on";
   opts.gate_options.probe_interval = milliseconds{gate_probe_interval};
   opts.gate_options.max_hold = milliseconds{gate_max_hold};
+  opts.gate_options.throttle_first_attempts = throttle_first_attempts == "on";
   opts.coordination = coordination == "on";
   opts.policy.max_attempts = max_attempts;
   try {
     coretry::bookstore::apply_attempt_timeout(attempt_timeout, opts.policy);
+    coretry::bookstore::apply_concurrency_limit(concurrency_limit, opts);
     if (hedge_after_option->count() > 0) {
       opts.policy.hedging.max_hedges = max_hedges > 0 ? max_hedges : 1;
       coretry::bookstore::apply_hedge_after(hedge_after, opts.policy);

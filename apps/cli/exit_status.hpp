@@ -19,6 +19,7 @@ inline constexpr int budget_exhausted = 14;
 inline constexpr int cancelled = 15;
 inline constexpr int outcome_unknown = 16;
 inline constexpr int dependency_unhealthy = 17;
+inline constexpr int concurrency_limited = 18;
 
 constexpr int for_stop(stop_reason reason) noexcept {
   switch (reason) {
@@ -31,6 +32,7 @@ constexpr int for_stop(stop_reason reason) noexcept {
   case stop_reason::cancelled: return cancelled;
   case stop_reason::outcome_unknown: return outcome_unknown;
   case stop_reason::dependency_unhealthy: return dependency_unhealthy;
+  case stop_reason::concurrency_limited: return concurrency_limited;
   }
   return failure;
 }

@@ -117,6 +117,9 @@ EXIT STATUS
        sent; it may have taken effect, so it was not repeated
   17   dependency_unhealthy: a retry gate found the server unhealthy (never from one
        coretry call: the gate is shared by many operations in a long-lived process)
+  18   concurrency_limited: no permit for an attempt under a concurrency limit (never
+       from one coretry call: the limit is shared by many operations in a long-lived
+       process)
 
 EXAMPLES
   coretry fetch https://api.example.com/books/42

@@ -7,8 +7,9 @@ namespace coretry {
 verdict classify_error(const boost::system::error_code& ec) noexcept {
   namespace error = boost::asio::error;
   if (!ec) return verdict::success();
-  if (ec == attempt_error::timed_out) return verdict::transient("timeout");
-  if (ec == error::connection_refused) return verdict::transient("connection_refused", delivery::never_sent);
+  if (ec == attempt_error::timed_out) return verdict::transient("timeout").overloaded();
+  if (ec == error::connection_refused)
+    return verdict::transient("connection_refused", delivery::never_sent).overloaded();
   if (ec == error::host_not_found || ec == error::host_not_found_try_again || ec == error::no_data)
     return verdict::transient("dns", delivery::never_sent);
   if (ec == error::network_unreachable || ec == error::host_unreachable || ec == error::network_down)
@@ -16,7 +17,7 @@ verdict classify_error(const boost::system::error_code& ec) noexcept {
   if (ec == error::connection_reset || ec == error::connection_aborted || ec == error::broken_pipe)
     return verdict::transient("connection_reset");
   if (ec == error::eof) return verdict::transient("eof");
-  if (ec == error::timed_out) return verdict::transient("timeout");
+  if (ec == error::timed_out) return verdict::transient("timeout").overloaded();
   if (ec == error::try_again || ec == error::no_buffer_space) return verdict::transient("try_again");
   if (ec == error::operation_aborted) return verdict::permanent("aborted", delivery::unknown);
   return verdict::permanent("error", delivery::unknown);
@@ -31,6 +32,7 @@ verdict classify_outcome(stop_reason inner) noexcept {
   case stop_reason::budget_exhausted: return verdict::transient("inner_budget_exhausted");
   case stop_reason::outcome_unknown: return verdict::transient("inner_outcome_unknown");
   case stop_reason::dependency_unhealthy: return verdict::transient("inner_dependency_unhealthy");
+  case stop_reason::concurrency_limited: return verdict::transient("inner_concurrency_limited");
   case stop_reason::rejected: return verdict::permanent("inner_rejected");
   case stop_reason::cancelled: return verdict::permanent("inner_cancelled", delivery::unknown);
   }

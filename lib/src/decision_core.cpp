@@ -56,8 +56,8 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 }
 
 decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget,
-                             retry_gate* gate)
-    : policy_(p), random_(&random), budget_(budget), gate_(gate), hedge_delay_(p.hedging.delay_percentile ? duration::zero() : p.hedging.delay) {
+                             retry_gate* gate, concurrency_limit* limit)
+    : policy_(p), random_(&random), budget_(budget), gate_(gate), permits_(limit), hedge_delay_(p.hedging.delay_percentile ? duration::zero() : p.hedging.delay) {
   if (auto problem = policy_.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
 }
 
@@ -118,13 +118,71 @@ decision decision_core::start_if_useful(duration elapsed, const latency_snapshot
 decision decision_core::begin(duration origin, const latency_snapshot* observed) {
   origin_ = origin;
   decision d = start_if_useful(duration::zero(), observed);
-  if (d.what == decision::action::start_attempt) {
-    if (gate_ && !gate_->allow_first_attempt(origin, *random_))
-      return decision::stop(stop_reason::dependency_unhealthy);
-    ++attempts_;
+  if (d.what != decision::action::start_attempt) return d;
+  if (gate_ && !gate_->allow_first_attempt(origin, *random_)) return decision::stop(stop_reason::dependency_unhealthy);
+  if (permits_ && !permits_->try_acquire()) return no_permit(duration::zero(), true);
+  return admit(duration::zero(), d, true);
+}
+
+limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned) noexcept {
+  if (abandoned) return limit_signal::ignored;
+  if (timed_out || v.overload) return limit_signal::drop;
+  return limit_signal::sample;
+}
+
+decision decision_core::no_permit(duration elapsed, bool first) {
+  const concurrency_limit::options& o = permits_->settings();
+  // The wait is short, and never longer than the time after which the
+  // attempt would no longer be useful.
+  duration wait = std::min(o.max_wait, policy_.min_attempt_allowance > usable_after(elapsed)
+                                           ? duration::zero()
+                                           : usable_after(elapsed) - policy_.min_attempt_allowance);
+  if (o.max_waiters == 0 || wait <= duration::zero()) return permit_refused();
+  permit_for_ = first ? awaiting::first : awaiting::retry;
+  return decision::wait_permit(wait);
+}
+
+decision decision_core::admit(duration elapsed, decision d, bool first) {
+  if (first) {
     if (budget_) budget_->record_initial_request();
+  } else if (budget_ && !budget_->try_acquire_retry()) {
+    // The token is taken immediately before the retry is sent, after the
+    // deadline check, so a retry that will not happen costs no token. One
+    // admitted by the gate that finds the bucket emptied by another thread
+    // meanwhile gives its probe back, and its permit.
+    if (permits_) permit_unused(elapsed);
+    end_probe();
+    return decision::stop(stop_reason::budget_exhausted);
   }
+  ++attempts_;
+  last_start_ = elapsed;
   return d;
+}
+
+decision decision_core::permit_granted(duration elapsed, const latency_snapshot* observed) {
+  const bool first = permit_for_ == awaiting::first;
+  permit_for_ = awaiting::nothing;
+  decision d = start_if_useful(elapsed, observed);
+  if (d.what != decision::action::start_attempt) {
+    permit_unused(elapsed);
+    end_probe();
+    return d;
+  }
+  return admit(elapsed, d, first);
+}
+
+decision decision_core::permit_refused() {
+  permit_for_ = awaiting::nothing;
+  end_probe();
+  return decision::stop(stop_reason::concurrency_limited);
+}
+
+void decision_core::permit_over(duration elapsed, duration latency, limit_signal signal) noexcept {
+  if (permits_) permits_->release(saturating_add(origin_, elapsed), latency, signal);
+}
+
+void decision_core::permit_unused(duration elapsed) noexcept {
+  permits_->release(saturating_add(origin_, elapsed), duration::zero(), limit_signal::ignored);
 }
 
 decision_core::~decision_core() { end_probe(); }
@@ -210,17 +268,9 @@ decision decision_core::sleep_finished(duration elapsed, const latency_snapshot*
     if (budget_ && !budget_->retry_available()) return decision::stop(stop_reason::budget_exhausted);
     if (std::optional<decision> held = hold_at_gate(elapsed)) return *held;
   }
-  // The token is taken immediately before the retry is sent, after the
-  // deadline check, so a retry that will not happen costs no token. One
-  // admitted by the gate that finds the bucket emptied by another thread
-  // meanwhile gives its probe back.
-  if (budget_ && !budget_->try_acquire_retry()) {
-    end_probe();
-    return decision::stop(stop_reason::budget_exhausted);
-  }
-  ++attempts_;
-  last_start_ = elapsed;
-  return d;
+  // The gate first, then the limit, then the budget.
+  if (permits_ && !permits_->try_acquire()) return no_permit(elapsed, false);
+  return admit(elapsed, d, false);
 }
 
 std::optional<decision> decision_core::attempt_finished_in_flight(duration elapsed, const verdict& v,
@@ -268,7 +318,13 @@ hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, b
       return {action::refused_gate};
     if (answer.what == gate_decision::action::admit) ticket = answer.ticket;
   }
+  // A hedge is sent on a spare permit only: it never waits for one.
+  if (permits_ && !permits_->try_acquire()) {
+    probe_over(ticket);
+    return {action::refused_limit};
+  }
   if (budget_ && !budget_->try_acquire_retry()) {
+    if (permits_) permit_unused(elapsed);
     probe_over(ticket);
     return {action::refused_budget};
   }

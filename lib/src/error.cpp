@@ -40,6 +40,8 @@ public:
       return "outcome unknown: a non-idempotent attempt may have taken effect";
     case static_cast<int>(stop_reason::dependency_unhealthy):
       return "dependency unhealthy: the retry gate had no slot for the retry in time";
+    case static_cast<int>(stop_reason::concurrency_limited):
+      return "concurrency limited: no permit for an attempt to the dependency (too many in flight)";
     case static_cast<int>(attempt_error::timed_out):
       return "attempt timed out";
     default: return "unknown coretry error " + std::to_string(value);
@@ -65,6 +67,7 @@ std::string_view to_string(stop_reason reason) noexcept {
   case stop_reason::cancelled: return "cancelled";
   case stop_reason::outcome_unknown: return "outcome_unknown";
   case stop_reason::dependency_unhealthy: return "dependency_unhealthy";
+  case stop_reason::concurrency_limited: return "concurrency_limited";
   }
   return "invalid";
 }

@@ -42,6 +42,7 @@ std::string_view to_string(hedge_result result) noexcept {
   case hedge_result::won: return "won";
   case hedge_result::refused_budget: return "refused_budget";
   case hedge_result::refused_gate: return "refused_gate";
+  case hedge_result::refused_limit: return "refused_limit";
   }
   return "invalid";
 }
@@ -64,6 +65,7 @@ retry_counters::snapshot retry_counters::read() const noexcept {
   s.hedges_won = hedges_[static_cast<std::size_t>(hedge_result::won)].load(relaxed);
   s.hedges_refused_budget = hedges_[static_cast<std::size_t>(hedge_result::refused_budget)].load(relaxed);
   s.hedges_refused_gate = hedges_[static_cast<std::size_t>(hedge_result::refused_gate)].load(relaxed);
+  s.hedges_refused_limit = hedges_[static_cast<std::size_t>(hedge_result::refused_limit)].load(relaxed);
   return s;
 }
 

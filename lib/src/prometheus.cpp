@@ -108,13 +108,15 @@ struct prometheus_observer::route_counters {
   std::atomic<std::int64_t> backoff_ns{0};
   std::array<counter, retry_counters::attempt_buckets> per_operation{};
   std::array<counter, stop_reason_count> stops{};
-  std::array<counter, 4> hedges{}; // indexed by hedge_result
+  std::array<counter, hedge_result_count> hedges{}; // indexed by hedge_result
   std::atomic<std::int64_t> hedge_delay_ns{0};
   std::array<category_slot, max_categories_per_route> categories{};
   counter other_category{0};
   // Attempt durations by [latency_result][connection_use].
   std::array<std::array<prometheus_duration_histogram, 3>, 3> attempt_durations{};
   std::atomic<std::int64_t> limit_ns{0}; // 0: no attempt started yet
+  counter permits_granted{0}, permits_refused{0};
+  std::atomic<std::int64_t> permit_wait_ns{0};
 
   // Lock-free: a slot's name is published once, by compare-exchange.
   void count_failure(std::string_view category) noexcept {
@@ -162,6 +164,10 @@ void prometheus_observer::watch_budget(std::string dependency, const leased_budg
   budgets_.push_back({std::move(dependency), nullptr, &budget});
 }
 
+void prometheus_observer::watch_limit(std::string dependency, const concurrency_limit& limit) {
+  limits_.push_back({std::move(dependency), &limit});
+}
+
 void prometheus_observer::watch_gate(std::string dependency, const local_gate& gate) {
   gates_.push_back({std::move(dependency), &gate});
 }
@@ -201,6 +207,12 @@ void prometheus_observer::hedge(const hedge_event& e) noexcept {
   route_counters& r = find(e.operation);
   r.hedges[static_cast<std::size_t>(e.result)].fetch_add(1, relaxed);
   r.hedge_delay_ns.store(e.delay.count(), relaxed);
+}
+
+void prometheus_observer::permit_waited(const permit_wait_event& e) noexcept {
+  route_counters& r = find(e.operation);
+  (e.granted ? r.permits_granted : r.permits_refused).fetch_add(1, relaxed);
+  r.permit_wait_ns.fetch_add(e.waited.count(), relaxed);
 }
 
 void prometheus_observer::stopped(const stop_event& e) noexcept {
@@ -265,10 +277,11 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
                  static_cast<double>(r->stops[static_cast<std::size_t>(i)].load(relaxed)));
 
   out.family("_hedges_total", MetricType::Counter,
-             "Hedges (backup attempts while an earlier one runs): sent, won, refused_budget, refused_gate.");
+             "Hedges (backup attempts while an earlier one runs): sent, won, refused_budget, refused_gate, "
+             "refused_limit.");
   for (const auto& r : routes_)
     for (hedge_result h : {hedge_result::sent, hedge_result::won, hedge_result::refused_budget,
-                           hedge_result::refused_gate})
+                           hedge_result::refused_gate, hedge_result::refused_limit})
       out.sample({{"route", r->name}, {"result", to_string(h)}},
                  static_cast<double>(r->hedges[static_cast<std::size_t>(h)].load(relaxed)));
   out.family("_hedge_delay_seconds", MetricType::Gauge,
@@ -292,6 +305,15 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
           h.collect(out.histogram({{"route", r->name}, {"result", to_string(result)}, {"connection", to_string(use)}}));
       }
     }
+  out.family("_permit_waits_total", MetricType::Counter,
+             "Waits for a concurrency limit's permit, by result: granted, refused (none came in time).");
+  for (const auto& r : routes_) {
+    out.sample({{"route", r->name}, {"result", "granted"}}, static_cast<double>(r->permits_granted.load(relaxed)));
+    out.sample({{"route", r->name}, {"result", "refused"}}, static_cast<double>(r->permits_refused.load(relaxed)));
+  }
+  out.family("_permit_wait_seconds_total", MetricType::Counter, "Time spent waiting for a concurrency limit's permits.");
+  for (const auto& r : routes_)
+    out.sample({{"route", r->name}}, std::chrono::duration<double>(duration(r->permit_wait_ns.load(relaxed))).count());
   out.family("_attempt_limit_seconds", MetricType::Gauge,
              "Limit of the route's latest attempt, before the clamp to the remaining time.");
   for (const auto& r : routes_) {
@@ -330,6 +352,22 @@ std::vector<MetricFamily> prometheus_observer::Collect() const {
       answer("held", a.held);
       answer("denied", a.denied);
       answer("throttled", a.throttled);
+    }
+  }
+  if (!limits_.empty()) {
+    out.family("_concurrency_limit", MetricType::Gauge, "Attempts the dependency's concurrency limit lets run at once.");
+    for (const auto& l : limits_) out.sample({{"dependency", l.dependency}}, static_cast<double>(l.limit->limit()));
+    out.family("_concurrency_in_flight", MetricType::Gauge, "Permits of the dependency's concurrency limit held now.");
+    for (const auto& l : limits_) out.sample({{"dependency", l.dependency}}, static_cast<double>(l.limit->in_flight()));
+    out.family("_concurrency_waiting", MetricType::Gauge, "Attempts waiting for a permit of the dependency's limit.");
+    for (const auto& l : limits_) out.sample({{"dependency", l.dependency}}, static_cast<double>(l.limit->waiting()));
+    out.family("_concurrency_permits_total", MetricType::Counter,
+               "Permits of the dependency's concurrency limit: acquired, waited (joined the queue), refused.");
+    for (const auto& l : limits_) {
+      const concurrency_limit::counts n = l.limit->totals();
+      out.sample({{"dependency", l.dependency}, {"result", "acquired"}}, static_cast<double>(n.acquired));
+      out.sample({{"dependency", l.dependency}, {"result", "waited"}}, static_cast<double>(n.waited));
+      out.sample({{"dependency", l.dependency}, {"result", "refused"}}, static_cast<double>(n.refused));
     }
   }
   return out.take();

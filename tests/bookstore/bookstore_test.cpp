@@ -326,7 +326,8 @@ TEST_CASE("/metrics is Prometheus text with the expected series and bounded labe
       else if (name == "le") CHECK(std::regex_match(v, std::regex{"[0-9]+(\\.[0-9]+)?|\\+Inf"}));
       else if (name == "result")
         CHECK((v == "success" || v == "timeout" || v == "failure" || v == "sent" || v == "won" ||
-               v == "refused_budget" || v == "refused_gate"));
+               v == "refused_budget" || v == "refused_gate" || v == "refused_limit" || v == "granted" ||
+               v == "refused" || v == "acquired" || v == "waited"));
       else if (name == "dependency") CHECK(v == "pricing");
       else if (name == "connection") CHECK((v == "new" || v == "reused"));
       else if (name == "phase")

@@ -5,7 +5,8 @@
 // caller's cancellation sent from other threads (through the handler's
 // strand, as Asio requires); hedged operations sharing one gate, budget and
 // latency tracker, every retry and hedge a probe the gate must hear the end
-// of exactly once; handlers on a strand of a second io_context, cancelled
+// of exactly once; every retrying operation sharing one small adaptive
+// concurrency limit, every permit given back and no waiter left; handlers on a strand of a second io_context, cancelled
 // from there; and, in some rounds, the I/O context stopped and destroyed
 // mid-flight. Every handler must run exactly once, on its executor, and
 // nothing may outlive its context. Run it under tsan and asan: a data race
@@ -200,9 +201,22 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
   ledger book(n);
   std::vector<kind> kinds_of(n);
   const coretry::policy policy = tiny_policy();
+  // One concurrency limit shared by every retrying operation of the round,
+  // small enough that attempts wait for permits and are refused, on every
+  // thread; adaptive, so that it moves while they do. Every permit must be
+  // back, and no waiter left, when the round ends, torn down or not.
+  coretry::concurrency_limit::options limit_options;
+  limit_options.initial_limit = 6;
+  limit_options.min_limit = 2;
+  limit_options.max_limit = 32;
+  limit_options.window = microseconds(500);
+  limit_options.max_wait = microseconds(300);
+  limit_options.max_waiters = 8;
+  coretry::concurrency_limit limit(limit_options);
   coretry::retry_options options;
   options.safety = coretry::repeat_safety::idempotent;
   options.cancellation_repeat = microseconds(200);
+  options.limit = &limit;
   // Shared by the hedged operations; they outlive both contexts.
   const coretry::policy hedged = hedged_policy();
   probe_ledger_gate gate;
@@ -367,6 +381,9 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
   other.restart();
   other.run();
   if (std::string broken = gate.broken(); !broken.empty()) return "the shared gate: " + broken;
+  if (limit.in_flight() != 0 || limit.waiting() != 0)
+    return "the shared concurrency limit: " + std::to_string(limit.in_flight()) + " permits never given back, " +
+           std::to_string(limit.waiting()) + " waiters left in its queue";
   for (std::size_t i = 0; i < n; ++i)
     if (book.ran[i] + book.unrun[i] != 1 || book.ran[i] > 1) {
       std::ostringstream out;

@@ -4,6 +4,7 @@
 #include <coretry/attempt.hpp>
 #include <coretry/budget.hpp>
 #include <coretry/classify.hpp>
+#include <coretry/concurrency_limit.hpp>
 #include <coretry/decision_core.hpp>
 #include <coretry/gate.hpp>
 #include <coretry/latency_tracker.hpp>
@@ -44,6 +45,15 @@ struct retry_options {
   /// observed limit (which then needs one). Null: none. All operations
   /// sharing one tracker must use one timer clock. It must outlive them.
   latency_tracker* tracker = nullptr;
+  /// Shared concurrency limit of the dependency (thread-safe): every
+  /// attempt (first, retry, hedge) holds one of its permits from its start
+  /// until its operation has completed. With none free an attempt waits a
+  /// short bounded time, then the operation stops with
+  /// stop_reason::concurrency_limited; a hedge is sent only on a spare
+  /// permit. Asked after the gate and before the budget. Null: none. All
+  /// operations sharing one limit must use one timer clock. It must outlive
+  /// them.
+  concurrency_limit* limit = nullptr;
   /// Receives the operation's events; null means none.
   retry_observer* observer = nullptr;
   /// Jitter draws; null means the process-wide independent_random.

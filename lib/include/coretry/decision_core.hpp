@@ -2,6 +2,7 @@
 #define CORETRY_DECISION_CORE_HPP
 
 #include <coretry/budget.hpp>
+#include <coretry/concurrency_limit.hpp>
 #include <coretry/gate.hpp>
 #include <coretry/latency_tracker.hpp>
 #include <coretry/policy.hpp>
@@ -18,7 +19,10 @@ namespace coretry {
 
 /// One step the asynchronous layer must carry out.
 struct decision {
-  enum class action { start_attempt, sleep, stop };
+  /// wait_permit: the concurrency limit has no permit free now; wait for
+  /// one at most `wait` (concurrency_limit::wait), then tell the core
+  /// permit_granted() or permit_refused().
+  enum class action { start_attempt, sleep, stop, wait_permit };
   action what = action::stop;
   duration allowance{};              ///< start_attempt: the attempt's deadline, from now
   duration wait{};                   ///< sleep: how long
@@ -32,7 +36,14 @@ struct decision {
   static decision stop(stop_reason reason) noexcept {
     return {action::stop, {}, {}, wait_source::none, reason};
   }
+  static decision wait_permit(duration wait) noexcept { return {action::wait_permit, {}, wait}; }
 };
+
+/// What an attempt's end tells the concurrency limit: nothing when it was
+/// `abandoned` (cancelled by the caller, or superseded by another attempt's
+/// result), a drop when it timed out or its verdict says overload, else a
+/// latency sample.
+limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned) noexcept;
 
 /// What to do about a hedge (policy::hedging): a backup attempt sent while
 /// others are still running.
@@ -43,6 +54,7 @@ struct hedge_decision {
     none,           ///< none: hedging off, none left, no room in flight, or too little time
     refused_budget, ///< due, but the budget has no token: not sent
     refused_gate,   ///< due, but the gate does not admit it now: not sent
+    refused_limit,  ///< due, but the concurrency limit has no spare permit: not sent
   };
   action what = action::none;
   duration allowance{}; ///< send: the hedge's deadline, from now
@@ -82,7 +94,7 @@ class decision_core {
 public:
   /// Throws std::invalid_argument naming the problem when `p` does not validate.
   decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr,
-                retry_gate* gate = nullptr);
+                retry_gate* gate = nullptr, concurrency_limit* limit = nullptr);
   /// Tells the gate that a probe it admitted is over, if one still is.
   ~decision_core();
   decision_core(const decision_core&) = delete;
@@ -90,7 +102,10 @@ public:
 
   /// The first attempt (records the initial request in the budget), unless
   /// the gate rejects it (retry_gate::allow_first_attempt): then a stop,
-  /// dependency_unhealthy, with no attempt made.
+  /// dependency_unhealthy, with no attempt made. With a concurrency limit,
+  /// the gate is asked first, then a permit taken, then the budget told:
+  /// with no permit free the answer is wait_permit (or a stop,
+  /// concurrency_limited, when the limit lets no attempt wait).
   /// `origin` is the operation's start as the gate sees time (time since the
   /// epoch of the clock shared by the gate's callers); unused without a gate.
   /// `observed` is the latency tracker's snapshot now, for a policy with an
@@ -108,7 +123,22 @@ public:
   /// after the last instant at which an attempt could still get the minimum
   /// allowance (less timer_slack), stops with dependency_unhealthy.
   /// `observed`: as for begin().
+  /// With a concurrency limit, the permit is taken after the gate admitted
+  /// the retry and before the budget's token: wait_permit when none is free.
   decision sleep_finished(duration elapsed, const latency_snapshot* observed = nullptr);
+
+  /// After wait_permit: a permit was granted at `elapsed` (the core holds
+  /// it for the attempt). Checks the remaining time and the budget again,
+  /// as begin() or sleep_finished() would have; a stop gives the permit back.
+  decision permit_granted(duration elapsed, const latency_snapshot* observed = nullptr);
+  /// After wait_permit: no permit came (the queue was full, or the wait
+  /// ended). A stop, concurrency_limited; a probe the gate admitted is given
+  /// back; nothing else is told (no budget deposit or token, no gate result).
+  decision permit_refused();
+  /// An attempt that held a permit is over at `elapsed` (its operation has
+  /// completed, cancellation included), `latency` after it started: gives
+  /// the permit back, telling the limit `signal` (limit_signal_of).
+  void permit_over(duration elapsed, duration latency, limit_signal signal) noexcept;
 
   /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
   /// running: due `hedging.delay` after the latest attempt started, or at
@@ -131,6 +161,9 @@ public:
   /// cancelled); so does a transient failure that may not be repeated. A
   /// transient failure otherwise answers nothing: ask next_hedge(at_once).
   std::optional<decision> attempt_finished_in_flight(duration elapsed, const verdict& v, repeat_safety safety);
+  /// The concurrency limit, or null.
+  concurrency_limit* limit() const noexcept { return permits_; }
+
   /// Takes the probe ticket of the attempt just started (0: none), so that it
   /// is given back when that attempt ends (probe_over) rather than when the
   /// next attempt of the operation finishes: for attempts that overlap.
@@ -167,11 +200,19 @@ private:
   duration latest_gate_instant(duration now) const noexcept;
   /// Notes a server's delay: no hedge before elapsed + delay.
   void hold_hedges(duration elapsed, const verdict& v) noexcept;
+  /// No permit free for the attempt about to start (`first` or a retry).
+  decision no_permit(duration elapsed, bool first);
+  /// The budget's part of starting attempt `d` (deposit or token) and the
+  /// count; gives a permit back on a stop.
+  decision admit(duration elapsed, decision d, bool first);
+  /// Gives back a permit no attempt used.
+  void permit_unused(duration elapsed) noexcept;
 
   coretry::policy policy_;
   random_source* random_;
   retry_budget* budget_;
   retry_gate* gate_;
+  concurrency_limit* permits_;
   duration origin_{};
   std::optional<gate_decision> held_; // the gate's last wait, presented when asking again
   std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
@@ -181,6 +222,8 @@ private:
   duration hedge_delay_{};   // the hedging delay in force
   duration last_start_{};    // when the latest attempt started, from the start
   duration hedge_hold_{};    // no hedge before this (a server's delay)
+  enum class awaiting : unsigned char { nothing, first, retry };
+  awaiting permit_for_ = awaiting::nothing; // wait_permit answered for this attempt
 };
 
 } // namespace coretry

@@ -54,7 +54,11 @@ enum class hedge_result {
   won,            ///< a hedge's success was the operation's result
   refused_budget, ///< due, but the retry budget had no token: not sent
   refused_gate,   ///< due, but the retry gate did not admit it now: not sent
+  refused_limit,  ///< due, but the concurrency limit had no spare permit: not sent (a hedge never waits for one)
 };
+
+/// Number of hedge results; useful for per-result counters.
+inline constexpr std::size_t hedge_result_count = 5;
 
 /// Stable snake_case name of a hedge result ("sent", "won", ...).
 std::string_view to_string(hedge_result result) noexcept;
@@ -66,6 +70,17 @@ struct hedge_event {
   unsigned attempt; ///< the hedge's number (sent, won), or the number it would have had
   duration at;
   duration delay;
+};
+
+/// A wait for a concurrency limit's permit ended: `granted`, or not (the
+/// wait's bound passed, or the caller cancelled). `attempt`: the number the
+/// attempt has or would have had; `at`: when the wait began.
+struct permit_wait_event {
+  std::string_view operation;
+  unsigned attempt;
+  duration at;
+  duration waited;
+  bool granted;
 };
 
 struct stop_event {
@@ -87,6 +102,7 @@ public:
   virtual void backoff_scheduled(const backoff_event&) noexcept {}
   virtual void attempt_stuck(const stuck_attempt_event&) noexcept {}
   virtual void hedge(const hedge_event&) noexcept {}
+  virtual void permit_waited(const permit_wait_event&) noexcept {}
   virtual void stopped(const stop_event&) noexcept {}
 };
 
@@ -105,7 +121,8 @@ public:
     duration total_backoff{};
     std::array<std::uint64_t, attempt_buckets> attempts_per_operation{};
     std::array<std::uint64_t, stop_reason_count> stops{}; ///< indexed by stop_reason
-    std::uint64_t hedges_sent = 0, hedges_won = 0, hedges_refused_budget = 0, hedges_refused_gate = 0;
+    std::uint64_t hedges_sent = 0, hedges_won = 0, hedges_refused_budget = 0, hedges_refused_gate = 0,
+                  hedges_refused_limit = 0;
   };
 
   void attempt_started(const attempt_started_event& e) noexcept override;
@@ -122,7 +139,7 @@ private:
   std::atomic<std::int64_t> backoff_ns_{0};
   std::array<counter, attempt_buckets> per_operation_{};
   std::array<counter, stop_reason_count> stops_{};
-  std::array<counter, 4> hedges_{}; ///< indexed by hedge_result
+  std::array<counter, hedge_result_count> hedges_{}; ///< indexed by hedge_result
 };
 
 } // namespace coretry

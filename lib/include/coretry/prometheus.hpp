@@ -2,6 +2,7 @@
 #define CORETRY_PROMETHEUS_HPP
 
 #include <coretry/budget.hpp>
+#include <coretry/concurrency_limit.hpp>
 #include <coretry/gate.hpp>
 #include <coretry/latency_tracker.hpp>
 #include <coretry/observer.hpp>
@@ -94,6 +95,13 @@ private:
 ///   coretry_gate_answers_total{dependency,answer}  counter: admitted, probe (admitted while
 ///                                              not open), held (told to wait), denied,
 ///                                              throttled (first attempts rejected)
+///   coretry_permit_waits_total{route,result}   waits for a concurrency limit's permit: granted, refused
+///   coretry_permit_wait_seconds_total{route}   time spent waiting for permits
+///   coretry_concurrency_limit{dependency}      gauge, per watched concurrency limit: the limit in force
+///   coretry_concurrency_in_flight{dependency}  gauge: permits held (attempts in flight)
+///   coretry_concurrency_waiting{dependency}    gauge: attempts waiting for a permit
+///   coretry_concurrency_permits_total{dependency,result}  counter: acquired, waited (joined the
+///                                              queue), refused
 class prometheus_observer final : public retry_observer, public ::prometheus::Collectable {
 public:
   static constexpr std::size_t max_categories_per_route = 16;
@@ -118,11 +126,16 @@ public:
   /// labelled dependency="NAME". Call before the observer is shared (not
   /// thread-safe); the gate must outlive the observer's renderings.
   void watch_gate(std::string dependency, const local_gate& gate);
+  /// Reports `limit`'s limit, permits held, waiters and counts, labelled
+  /// dependency="NAME". Call before the observer is shared (not
+  /// thread-safe); the limit must outlive the observer's renderings.
+  void watch_limit(std::string dependency, const concurrency_limit& limit);
 
   void attempt_started(const attempt_started_event& e) noexcept override;
   void attempt_finished(const attempt_finished_event& e) noexcept override;
   void backoff_scheduled(const backoff_event& e) noexcept override;
   void hedge(const hedge_event& e) noexcept override;
+  void permit_waited(const permit_wait_event& e) noexcept override;
   void stopped(const stop_event& e) noexcept override;
 
   /// Every family, with the same names, labels and types as the text.
@@ -149,6 +162,11 @@ private:
     const local_gate* gate;
   };
   std::vector<watched_gate> gates_;
+  struct watched_limit {
+    std::string dependency;
+    const concurrency_limit* limit;
+  };
+  std::vector<watched_limit> limits_;
 };
 
 } // namespace coretry

@@ -21,6 +21,7 @@ enum class stop_reason : int {
   cancelled = 6,          ///< the caller cancelled the operation
   outcome_unknown = 7,    ///< a non-idempotent attempt may have taken effect: not repeated
   dependency_unhealthy = 8, ///< the retry gate found the dependency unhealthy: no slot for the retry in time
+  concurrency_limited = 9, ///< the concurrency limit had no permit for the attempt (none free, none freed within the wait)
 };
 
 /// Errors of an individual attempt, in the same category as stop_reason.
@@ -42,7 +43,7 @@ inline boost::system::error_code make_error_code(attempt_error e) noexcept {
 }
 
 /// Number of distinct stop reasons; useful for per-reason counters.
-inline constexpr int stop_reason_count = 9;
+inline constexpr int stop_reason_count = 10;
 
 } // namespace coretry
 

@@ -46,6 +46,17 @@ struct verdict {
   /// A minimum wait the peer asked for (HTTP Retry-After), when it gave a valid one.
   std::optional<duration> server_delay;
   std::string_view category = "unclassified";
+  /// The attempt showed the dependency overloaded: it timed out, or the
+  /// dependency shed it (HTTP 503 or 429, a refused connection). A
+  /// concurrency limit (retry_options::limit) lowers itself on it.
+  bool overload = false;
+
+  /// This verdict, marked as a sign of overload.
+  constexpr verdict overloaded() const noexcept {
+    verdict v = *this;
+    v.overload = true;
+    return v;
+  }
 
   static constexpr verdict success(std::string_view category = "success") noexcept {
     return {attempt_status::success, delivery::answered, std::nullopt, category};

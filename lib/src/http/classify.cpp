@@ -114,7 +114,7 @@ verdict classify_transport(const boost::system::error_code& ec, const exchange& 
   const bool unsent = x.reached < stage::writing || (x.reached == stage::writing && x.bytes_written == 0 &&
                                                       !x.reused_connection);
   const delivery d = unsent ? delivery::never_sent : delivery::unknown;
-  if (ec == attempt_error::timed_out) return verdict::transient("timeout", d);
+  if (ec == attempt_error::timed_out) return verdict::transient("timeout", d).overloaded();
   if (ec.category() == proxy_error_category()) return classify_proxy_refusal(ec, x);
   if (is_certificate_failure(ec)) return verdict::permanent("tls_verification", delivery::never_sent);
   if (is_client_certificate_refused(ec)) return verdict::permanent("tls_client_certificate", delivery::never_sent);
@@ -161,7 +161,7 @@ verdict classify_exchange(const boost::system::error_code& ec, const exchange& x
   case 408: case 500: case 502: case 504:
     return verdict::transient(status_category(status), delivery::answered);
   case 429: case 503:
-    return verdict::transient(status_category(status), delivery::answered, server_delay(x));
+    return verdict::transient(status_category(status), delivery::answered, server_delay(x)).overloaded();
   case 413:
     // Too large, unless the server says when it can take it (RFC 9110 §15.5.14).
     if (auto delay = server_delay(x)) return verdict::transient("http_413", delivery::answered, delay);

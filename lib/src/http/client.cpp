@@ -121,6 +121,7 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   p.retry.safety = request->safety;
   p.retry.budget = options.budget;
   p.retry.gate = options.gate;
+  p.retry.limit = options.limit;
   p.retry.tracker = options.tracker;
   p.retry.observer = options.observer;
   p.retry.random = options.random;

@@ -146,6 +146,10 @@ struct request_options {
   retry_budget* budget = nullptr;
   /// As retry_options::gate: told every attempt's result, asked before every retry.
   retry_gate* gate = nullptr;
+  /// As retry_options::limit: every attempt holds one of its permits until
+  /// its exchange has ended; none free (after a short wait) stops the
+  /// request with stop_reason::concurrency_limited, before anything is sent.
+  concurrency_limit* limit = nullptr;
   /// As retry_options::tracker: told every attempt's latency, read for an
   /// observed attempt limit (policy::observed, which needs one).
   latency_tracker* tracker = nullptr;

@@ -39,7 +39,7 @@ inline constexpr unsigned honoured_cancellation =
 /// invoked through its own associated executor, on which work is counted
 /// from the start until then, and only after the operation's memory is freed.
 template <class Timer, class Factory, class Classifier, class T, class Handler>
-class retry_op {
+class retry_op : private permit_waiter {
   using clock = typename Timer::clock_type;
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
   // Its own block: from block_cache unless the handler names an allocator
@@ -102,15 +102,15 @@ private:
         strand_(make_operation_strand(boost::asio::get_associated_executor(handler_, ex), ex)),
         deadlines_(deadline_queue_of<Timer>(ex)),
         options_(o),
-        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate),
+        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate, o.limit),
         factory_(std::move(factory)),
         classify_(std::move(classify)),
         alloc_(alloc) {
     result_.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
     wake_.owner = this;
-    wake_.expire = [](void* self, unsigned) {
+    wake_.expire = [](void* self, unsigned generation) {
       auto& op = *static_cast<retry_op*>(self);
-      boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.on_sleep({}); }));
+      boost::asio::post(op.strand_, op.adopt_step([generation](retry_op& o) { o.on_wake(generation); }));
     };
     wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
     hedge_wake_.owner = this;
@@ -130,9 +130,16 @@ private:
     // than the caller's: the handler in the caller's slot must never reach
     // here again, and the slot is not touched from here.
     caller_.detach();
-    // Probe tickets of attempts that never ended go back to the gate.
+    // Probe tickets and permits of attempts that never ended go back.
     for (std::size_t i = 0; i < lanes_.size(); ++i)
-      if (lanes_[i].busy) core_.probe_over(std::exchange(lanes_[i].probe, 0));
+      if (lanes_[i].busy) {
+        core_.probe_over(std::exchange(lanes_[i].probe, 0));
+        core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
+      }
+    // A wait for a permit that never ended: out of the queue, and a permit
+    // granted meanwhile goes back.
+    if (waiting_permit_ && core_.limit()->cancel_wait(*this, false) == concurrency_limit::cancel_result::granted)
+      core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
   }
 
   // What each attempt's runner completes to (lane_handler): the strand,
@@ -216,10 +223,13 @@ private:
     // The first attempt starts on the strand (at once when the caller already
     // runs there): started from any other thread, its completion could run on
     // the strand while this call was still arming its deadline.
-    const duration allowance = first.allowance;
-    boost::asio::dispatch(strand_, make_step([allowance](retry_op& op) {
-                            if (op.cancel_requested()) return op.finish(stop_reason::cancelled);
-                            op.start_attempt(allowance, attempt_kind::first);
+    boost::asio::dispatch(strand_, make_step([first](retry_op& op) {
+                            if (op.cancel_requested()) {
+                              if (first.what == decision::action::start_attempt)
+                                op.core_.permit_over(duration::zero(), duration::zero(), limit_signal::ignored);
+                              return op.finish(stop_reason::cancelled);
+                            }
+                            op.act(first);
                           }));
     // On a multi-threaded context the whole operation may end on other
     // threads before this call returns: if this reference is then the last,
@@ -254,6 +264,15 @@ private:
       lanes_.cancel_all();
       break;
     case phase::sleeping: wake_early(); break;
+    case phase::waiting_permit:
+      // Out of the queue, unless a permit is already on its way (its step
+      // then sees the request).
+      if (core_.limit()->cancel_wait(*this, false) == concurrency_limit::cancel_result::granted) break;
+      waiting_permit_ = false;
+      if (deadlines_.remove(wake_)) release(true);
+      report_permit_wait(false);
+      finish(stop_reason::cancelled);
+      break;
     case phase::starting: // the first step looks at the request
     case phase::deciding: // the next step looks at the request
     case phase::done: break;
@@ -262,10 +281,82 @@ private:
 
   void act(const decision& d) {
     switch (d.what) {
-    case decision::action::start_attempt: return start_attempt(d.allowance, attempt_kind::retry);
+    case decision::action::start_attempt:
+      return start_attempt(d.allowance, core_.attempts() == 1 ? attempt_kind::first : attempt_kind::retry);
     case decision::action::sleep: return sleep(d);
     case decision::action::stop: return finish(d.reason);
+    case decision::action::wait_permit: return wait_for_permit(d.wait);
     }
+  }
+
+  // The concurrency limit had no permit free: wait in its queue, at most
+  // `wait` (an entry in the context's deadline queue, holding a reference).
+  void wait_for_permit(duration wait) {
+    switch (core_.limit()->wait(*this)) {
+    case concurrency_limit::wait_result::acquired: return permit_arrived();
+    case concurrency_limit::wait_result::refused: return act(core_.permit_refused());
+    case concurrency_limit::wait_result::queued: break;
+    }
+    phase_ = phase::waiting_permit;
+    waiting_permit_ = true;
+    permit_wait_from_ = elapsed();
+    add_ref();
+    if (deadlines_.place(wake_, saturating_instant(now(), wait), ++wake_generation_) !=
+        deadline_queue<Timer>::placed::added) {
+      // The execution context has shut down: nothing will run again.
+      if (core_.limit()->cancel_wait(*this, false) == concurrency_limit::cancel_result::removed)
+        waiting_permit_ = false;
+      release(true);
+      return;
+    }
+    if (cancel_requested()) on_cancel();
+  }
+
+  // permit_waiter: under the limit's lock, a permit is offered; taken unless
+  // the operation is already being freed. Then, outside it, on the thread
+  // that gave a permit back: only a step posted to the strand.
+  bool accept_permit() noexcept override { return try_add_ref(); }
+  void permit_granted() noexcept override {
+    boost::asio::post(strand_, adopt_step([](retry_op& op) { op.permit_arrived(); }));
+  }
+
+  // A permit for the attempt the core is waiting to start.
+  void permit_arrived() {
+    if (waiting_permit_) {
+      waiting_permit_ = false;
+      if (deadlines_.remove(wake_)) release(true);
+      report_permit_wait(true);
+    }
+    decided_at_ = elapsed();
+    if (cancel_requested()) {
+      core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
+      return finish(stop_reason::cancelled);
+    }
+    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, decided_at_));
+    act(core_.permit_granted(decided_at_, observed ? &*observed : nullptr));
+  }
+
+  // The wait for a permit ended without one, unless one is on its way.
+  void on_permit_wait_over() {
+    if (core_.limit()->cancel_wait(*this) == concurrency_limit::cancel_result::granted) return;
+    waiting_permit_ = false;
+    report_permit_wait(false);
+    decided_at_ = elapsed();
+    act(core_.permit_refused());
+  }
+
+  void report_permit_wait(bool granted) {
+    if (options_.observer)
+      options_.observer->permit_waited(
+          {options_.operation, core_.attempts() + 1, permit_wait_from_, elapsed() - permit_wait_from_, granted});
+  }
+
+  // The wake-up entry fired: the end of a sleep, or of a wait for a permit.
+  // One placed before the latest placement is stale.
+  void on_wake(unsigned generation) {
+    if (generation != wake_generation_) return;
+    if (phase_ == phase::sleeping) return on_sleep({});
+    if (phase_ == phase::waiting_permit && waiting_permit_) return on_permit_wait_over();
   }
 
   void start_attempt(duration allowance, attempt_kind kind, std::uint64_t probe = 0) {
@@ -297,6 +388,7 @@ private:
     } catch (...) {
       exception_ = std::current_exception();
       core_.probe_over(probe);
+      core_.permit_over(at, duration::zero(), limit_signal::ignored);
       // A hedge's factory: the attempts in flight are wound down first, and
       // the last to finish delivers the exception.
       if (lanes_.in_flight() > 0) return wind_down();
@@ -343,11 +435,13 @@ private:
     case hedge_decision::action::none: return;
     case hedge_decision::action::refused_budget:
     case hedge_decision::action::refused_gate:
+    case hedge_decision::action::refused_limit:
       // Simply not sent: the attempts in flight go on, and no other hedge
       // is tried until one of them fails.
       hedge_at_once_ = false;
       report_hedge(h.what == hedge_decision::action::refused_budget ? hedge_result::refused_budget
-                                                                     : hedge_result::refused_gate,
+                   : h.what == hedge_decision::action::refused_gate ? hedge_result::refused_gate
+                                                                    : hedge_result::refused_limit,
                    core_.attempts() + 1, at);
       return;
     }
@@ -412,6 +506,7 @@ private:
     if (done.exception) {
       exception_ = std::move(done.exception);
       core_.probe_over(probe);
+      core_.permit_over(elapsed(), duration::zero(), limit_signal::ignored);
       if (!last) return wind_down();
       return fail();
     }
@@ -429,6 +524,7 @@ private:
       // wound down, and the last to finish delivers the exception.
       exception_ = std::current_exception();
       core_.probe_over(probe);
+      core_.permit_over(record.end, duration::zero(), limit_signal::ignored);
       if (!last) return wind_down();
       return fail();
     }
@@ -438,6 +534,8 @@ private:
     if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
     if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
     core_.probe_over(probe);
+    core_.permit_over(record.end, record.end - record.start,
+                      limit_signal_of(record.classified, done.error == attempt_error::timed_out, cancelled));
     if (cancelled) {
       if (last) return finish(stop_reason::cancelled);
       stopping_ = stop_reason::cancelled; // the others have been told already
@@ -476,6 +574,7 @@ private:
     core_.probe_over(probe);
     attempt_record& record = result_.records[index];
     record.end = elapsed();
+    core_.permit_over(record.end, record.end - record.start, limit_signal::ignored);
     record.error = done.error;
     record.superseded = stopping_ == stop_reason::succeeded;
     if (done.value) record.connection = connection_of<T>::get(*done.value);
@@ -495,7 +594,8 @@ private:
     phase_ = phase::sleeping;
     // The wake-up is a deadline in the context's queue, holding a reference.
     add_ref();
-    if (deadlines_.place(wake_, saturating_instant(now(), d.wait), 0) != deadline_queue<Timer>::placed::added) {
+    if (deadlines_.place(wake_, saturating_instant(now(), d.wait), ++wake_generation_) !=
+        deadline_queue<Timer>::placed::added) {
       // The execution context has shut down: nothing will run again.
       release(true);
       return;
@@ -542,7 +642,7 @@ private:
     else caller_.detach();
   }
 
-  enum class phase { starting, attempting, deciding, sleeping, done };
+  enum class phase { starting, attempting, deciding, sleeping, waiting_permit, done };
 
   Handler handler_;
   handler_work<handler_executor> work_;
@@ -569,6 +669,9 @@ private:
   std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
   std::atomic<int> references_{0};
   phase phase_ = phase::starting;
+  unsigned wake_generation_ = 0; ///< of the latest placement of wake_
+  duration permit_wait_from_{};  ///< when the latest wait for a permit began, from the start
+  bool waiting_permit_ = false;  ///< in the concurrency limit's queue (or granted, the grant on its way)
   bool finished_ = false;
   bool clear_in_place_ = false; ///< the caller emits from the strand
 };

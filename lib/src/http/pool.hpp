@@ -288,13 +288,11 @@ public:
   }
 
 private:
-  /// A waiter: its handler, when it came and when its attempt ends.
+  /// A waiter: its handler, and when its attempt ends.
   struct waiter {
-    waiter(std::uint64_t i, time_point d, time_point s, wait_handler&& h)
-        : id(i), deadline(d), since(s), handler(std::move(h)) {}
+    waiter(std::uint64_t i, time_point d, wait_handler&& h) : id(i), deadline(d), handler(std::move(h)) {}
     std::uint64_t id; ///< ids only grow: the lowest is the oldest
     time_point deadline;
-    time_point since;
     /// Moved out (by construction only: Boost 1.81's any_completion_handler
     /// move assignment re-wraps the handler in itself) just before its
     /// element is erased; the keys are never touched.
@@ -429,7 +427,7 @@ private:
         refused.push_back(std::move(handler));
       } else {
         const std::uint64_t id = next_waiter_id_++;
-        o.waiters.emplace_hint(o.waiters.end(), id, deadline, now, std::move(handler));
+        o.waiters.emplace_hint(o.waiters.end(), id, deadline, std::move(handler));
         if (slot.is_connected()) {
           slot.assign([this, key, id](boost::asio::cancellation_type) {
             std::optional<wait_handler> cancelled;

@@ -116,6 +116,16 @@ TEST_CASE("classify: transport failures, and what provably never reached the ser
   check(reused, {}, attempt_status::transient, delivery::unknown);
 }
 
+TEST_CASE("classify: the pool's refusal of a waiter too late to fit an exchange is transient and never sent") {
+  const boost::system::error_code too_late = coretry::http::pool_error::too_late;
+  CHECK(too_late.category().name() == std::string("coretry.http.pool"));
+  CHECK(too_late.message().find("too late") != std::string::npos);
+  const auto v = classify_exchange({}, failed_at(stage::waiting_for_connection, too_late));
+  CHECK(v.status == attempt_status::transient);
+  CHECK(v.delivered == delivery::never_sent);
+  CHECK(v.category == "pool_too_late");
+}
+
 TEST_CASE("classify: idempotent methods per RFC 9110") {
   for (auto m : {beast_http::verb::get, beast_http::verb::head, beast_http::verb::options, beast_http::verb::trace,
                  beast_http::verb::put, beast_http::verb::delete_})

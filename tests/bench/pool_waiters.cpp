@@ -7,9 +7,12 @@
 //
 // For queues of 100, 1,000 and 10,000 waiters: the time per cancellation,
 // cancelled in a shuffled order (the emit: finding the waiter and posting
-// its handler; not the handler's run), and the time per wake-up, each
+// its handler; not the handler's run); the time per wake-up, each
 // connection given back waking the oldest waiter (with the lease taken
-// again, as the woken attempt would). The median of `rounds`.
+// again, as the woken attempt would); and the time per connection given back
+// to a standing queue (every waiter with a deadline, the oldest about to
+// give up each time: one waiter refused as too late and the one with the
+// most time left woken, on a clock the bench moves). The median of `rounds`.
 
 #include "pool.hpp"
 
@@ -85,18 +88,60 @@ double wake_round(std::size_t n) {
   return std::chrono::duration<double, std::nano>(elapsed).count() / static_cast<double>(n);
 }
 
+/// ns per connection given back to a standing queue of `n` waiters (even):
+/// exchanges take 5 ms of the bench's clock, one is given back every 10 ms,
+/// and waiter k must be done 10 k + 12 ms after the start: at each return the
+/// oldest has less than two exchanges' time left, the one before it less
+/// than one. Each return but the first refuses one waiter; each wakes the
+/// newest.
+double standing_round(std::size_t n) {
+  using namespace std::chrono_literals;
+  asio::io_context io;
+  clock_type::time_point now = clock_type::now();
+  pool_type pool(io.get_executor(), 1, std::chrono::seconds(30), [&now] { return now; });
+  std::optional<pool_type::lease> held = pool.try_lease("http://a:80");
+  now += 5ms;
+  held.reset(); // the estimate: 5 ms
+  const clock_type::time_point start = now;
+  held.emplace(std::move(*pool.try_lease("http://a:80")));
+  std::vector<asio::cancellation_signal> signals(n);
+  std::size_t heard = 0, refused = 0;
+  for (std::size_t k = 0; k < n; ++k)
+    pool.async_wait_for_release(
+        "http://a:80", start + std::chrono::milliseconds(10 * k + 12),
+        asio::bind_cancellation_slot(signals[k].slot(), [&heard, &refused](boost::system::error_code ec) {
+          ++heard;
+          if (ec) ++refused;
+        }));
+  const auto begin = clock_type::now();
+  for (std::size_t c = 0; c < n / 2; ++c) {
+    now = start + std::chrono::milliseconds(10 * c + 5);
+    held.reset();
+    now += 5ms;
+    held.emplace(std::move(*pool.try_lease("http://a:80")));
+  }
+  const auto elapsed = clock_type::now() - begin;
+  if (pool.stats().waiting != 1) std::abort();
+  now += 5ms;
+  held.reset(); // the last one is too late by now
+  io.poll();
+  if (heard != n || refused != n / 2 || pool.stats().waiting != 0) std::abort();
+  return std::chrono::duration<double, std::nano>(elapsed).count() / static_cast<double>(n / 2);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   std::mt19937 random(42);
-  std::printf("%10s %18s %16s\n", "waiters", "ns per cancel", "ns per wake-up");
+  std::printf("%10s %18s %16s %20s\n", "waiters", "ns per cancel", "ns per wake-up", "ns per standing");
   for (std::size_t n : {100u, 1000u, 10000u}) {
-    std::vector<double> cancels, wakes;
+    std::vector<double> cancels, wakes, standing;
     for (int r = 0; r < rounds; ++r) {
       cancels.push_back(cancel_round(n, random));
       wakes.push_back(wake_round(n));
+      standing.push_back(standing_round(n));
     }
-    std::printf("%10zu %18.0f %16.0f\n", n, median(cancels), median(wakes));
+    std::printf("%10zu %18.0f %16.0f %20.0f\n", n, median(cancels), median(wakes), median(standing));
   }
 }

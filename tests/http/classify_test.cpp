@@ -54,6 +54,21 @@ TEST_CASE("classify: statuses") {
   }
 }
 
+TEST_CASE("classify: the signs of overload a concurrency limit takes as drops: 503, 429, timeouts, refused connections") {
+  for (unsigned s : {429u, 503u}) {
+    CAPTURE(s);
+    CHECK(classify_exchange({}, answered(s)).overload);
+  }
+  for (unsigned s : {200u, 404u, 408u, 500u, 502u, 504u, 413u}) {
+    CAPTURE(s);
+    CHECK_FALSE(classify_exchange({}, answered(s)).overload);
+  }
+  CHECK(classify_exchange({}, failed_at(stage::reading, coretry::make_error_code(coretry::attempt_error::timed_out), 10))
+            .overload);
+  CHECK(classify_exchange({}, failed_at(stage::connecting, boost::asio::error::connection_refused)).overload);
+  CHECK_FALSE(classify_exchange({}, failed_at(stage::reading, boost::asio::error::connection_reset, 10)).overload);
+}
+
 TEST_CASE("classify: a validation problem makes a 2xx permanent") {
   exchange x = answered(200);
   x.problem = "asked for 40 characters, got 12";
@@ -114,6 +129,17 @@ TEST_CASE("classify: transport failures, and what provably never reached the ser
   exchange reused = failed_at(stage::writing, error::connection_reset, 0);
   reused.reused_connection = true;
   check(reused, {}, attempt_status::transient, delivery::unknown);
+}
+
+TEST_CASE("classify: the pool's refusal of a waiter too late to fit an exchange is transient and never sent") {
+  const boost::system::error_code too_late = coretry::http::pool_error::too_late;
+  CHECK(too_late.category().name() == std::string("coretry.http.pool"));
+  CHECK(too_late.message().find("too late") != std::string::npos);
+  const auto v = classify_exchange({}, failed_at(stage::waiting_for_connection, too_late));
+  CHECK(v.status == attempt_status::transient);
+  CHECK(v.delivered == delivery::never_sent);
+  CHECK(v.category == "pool_too_late");
+  CHECK(v.overload); // a concurrency limit takes it as a drop
 }
 
 TEST_CASE("classify: idempotent methods per RFC 9110") {

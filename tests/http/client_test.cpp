@@ -20,6 +20,7 @@
 #include "server_thread.hpp"
 #include "skip.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -864,4 +865,53 @@ TEST_CASE_FIXTURE(server_and_harness, "the decorator sees the request as it is s
   std::size_t hosts = 0;
   for (const auto& field : log[0].fields) hosts += field.first == "Host";
   CHECK(hosts == 1); // not twice: the client's is not added to the decorated copy's own
+}
+
+TEST_CASE("pool: a request too late for the freed connection is refused at once, never sent; one that can use it "
+          "gets it") {
+  server_thread server;
+  coretry::http::client_options options;
+  options.max_connections_per_origin = 1;
+  harness h(options);
+  const auto slow = [&server](int status) { return server.url("/status/" + std::to_string(status) + "?delay=100"); };
+  // One exchange first: the origin's exchanges take about 100 ms.
+  REQUIRE(h.send(beast_http::verb::get, slow(200), h.with_policy()).reason == stop_reason::succeeded);
+  REQUIRE(h.client.stats().idle == 1);
+  server->clear();
+
+  // At once, on the one connection: the first holds it about 100 ms; the
+  // second, with a 180 ms attempt, then has about 80 ms left; the third 2 s.
+  std::array<std::optional<coretry::http::result>, 3> results;
+  const std::array<coretry::duration, 3> limits{1s, 180ms, 2s};
+  for (std::size_t i = 0; i < 3; ++i) {
+    coretry::policy p = coretry::test::loopback_policy(5s, limits[i]);
+    p.max_attempts = 1;
+    h.client.async_send(slow(200 + static_cast<int>(i)), coretry::http::request(beast_http::verb::get, "", 11),
+                        h.with_policy(p), [&results, i](std::exception_ptr e, coretry::http::result r) {
+                          REQUIRE_FALSE(e);
+                          results[i] = std::move(r);
+                        });
+  }
+  h.io.run();
+  h.io.restart();
+  for (const auto& r : results) REQUIRE(r);
+
+  CHECK(results[0]->reason == stop_reason::succeeded);
+  const coretry::http::result& late = *results[1];
+  CHECK(late.reason == stop_reason::attempts_exhausted);
+  REQUIRE(late.records.size() == 1);
+  CHECK(late.records[0].classified.category == "pool_too_late");
+  CHECK(late.records[0].classified.status == coretry::attempt_status::transient);
+  CHECK(late.records[0].classified.delivered == coretry::delivery::never_sent);
+  CHECK(late.records[0].end - late.records[0].start < 170ms); // refused, not timed out
+  REQUIRE(late.value);
+  CHECK(late.value->error == coretry::http::pool_error::too_late);
+  CHECK(late.value->reached == coretry::http::stage::waiting_for_connection);
+  CHECK(results[2]->reason == stop_reason::succeeded);
+  CHECK(results[2]->value->reused_connection);
+  // The late one never reached the server.
+  std::vector<std::string> targets;
+  for (const auto& logged : server->log()) targets.push_back(logged.target);
+  CHECK(targets == std::vector<std::string>{"/status/200?delay=100", "/status/202?delay=100"});
+  CHECK(h.client.stats().waiting == 0);
 }

@@ -61,6 +61,23 @@ struct pool_harness {
                                 }));
   }
 
+  /// As wait(), for an attempt that has `left` from now.
+  void wait_with(const std::string& origin, int name, coretry::duration left, asio::cancellation_slot slot = {}) {
+    pool.async_wait_for_release(origin, runner.now() + left,
+                                asio::bind_cancellation_slot(slot, [this, name](boost::system::error_code ec) {
+                                  woken.push_back(name);
+                                  errors.push_back(ec);
+                                }));
+  }
+
+  /// Holds a lease of `origin` for `d` of virtual time and gives it back
+  /// reusable: one exchange of that length, for the pool's estimate.
+  void exchange_of(const std::string& origin, coretry::duration d) {
+    lease_type held = take(origin);
+    runner.run_for(d);
+    held.mark_reusable();
+  }
+
   asio::io_context io;
   coretry::testing::manual_runner runner;
   std::vector<int> closed;
@@ -309,4 +326,127 @@ TEST_CASE("pool: a lease prefers a connection that suits, else opens one, closin
   CHECK(h.closed == std::vector<int>{2, 1});
   CHECK(h.pool.stats().leased == 3);
   CHECK(h.pool.stats().idle == 0);
+}
+
+TEST_CASE("pool: the exchange estimate is an average of how long leases were held, the first taken alone") {
+  pool_harness h(2);
+  CHECK(h.pool.exchange_estimate("http://a:80") == 0ms);
+  h.exchange_of("http://a:80", 40ms);
+  CHECK(h.pool.exchange_estimate("http://a:80") == 40ms);
+  h.exchange_of("http://a:80", 120ms);
+  CHECK(h.pool.exchange_estimate("http://a:80") == 50ms); // 40 + (120 - 40) / 8
+  CHECK(h.pool.exchange_estimate("http://b:80") == 0ms);  // per origin
+}
+
+TEST_CASE("pool: a waiter whose time left cannot fit an exchange is refused at once and never woken") {
+  pool_harness h(1);
+  h.exchange_of("http://a:80", 40ms); // exchanges on a take 40 ms
+  std::optional<lease_type> held(h.take("http://a:80"));
+
+  // 30 ms left: refused when it asks, before any connection is given back.
+  h.wait_with("http://a:80", 1, 30ms);
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{1});
+  CHECK(h.errors[0] == coretry::http::pool_error::too_late);
+  CHECK(h.pool.stats().waiting == 0);
+
+  // 100 ms left when it asks: it waits; 70 ms later it has 30 ms, and the
+  // connection given back then does not go to it, nor does a cancellation
+  // that comes after its refusal do anything.
+  asio::cancellation_signal second;
+  h.wait_with("http://a:80", 2, 100ms, second.slot());
+  h.runner.run_ready();
+  CHECK(h.woken.size() == 1);
+  CHECK(h.pool.stats().waiting == 1);
+  h.runner.run_for(70ms);
+  held->mark_reusable();
+  held.reset();
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{1, 2});
+  CHECK(h.errors[1] == coretry::http::pool_error::too_late);
+  second.emit(asio::cancellation_type::terminal);
+  h.runner.run_ready();
+  CHECK(h.woken.size() == 2);
+  CHECK(h.pool.stats().waiting == 0);
+  CHECK(h.pool.stats().idle == 1); // the connection stays for whoever can use it
+}
+
+TEST_CASE("pool: a waiter that became too late is refused when another comes, each handler called once") {
+  pool_harness h(1);
+  h.exchange_of("http://a:80", 40ms);
+  std::optional<lease_type> held(h.take("http://a:80"));
+  asio::cancellation_signal first, second;
+  h.wait_with("http://a:80", 1, 50ms, first.slot());
+  h.wait_with("http://a:80", 2, 60ms, second.slot());
+  h.runner.run_ready();
+  second.emit(asio::cancellation_type::terminal); // cancelled before it became too late
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{2});
+  CHECK(h.errors[0] == asio::error::operation_aborted);
+  h.runner.run_for(20ms); // 1 has 30 ms left now
+  h.wait_with("http://a:80", 3, 200ms);
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{2, 1});
+  CHECK(h.errors[1] == coretry::http::pool_error::too_late);
+  first.emit(asio::cancellation_type::terminal); // after its refusal: nothing
+  h.runner.run_ready();
+  CHECK(h.woken.size() == 2);
+  CHECK(h.pool.stats().waiting == 1);
+
+  held->mark_reusable();
+  held.reset();
+  h.runner.run_ready();
+  CHECK(h.woken == std::vector<int>{2, 1, 3});
+  CHECK_FALSE(h.errors[2]);
+}
+
+TEST_CASE("pool: with a standing queue a freed connection goes to the waiter with the most time left") {
+  pool_harness h(1);
+  h.exchange_of("http://a:80", 40ms);
+  std::optional<lease_type> held(h.take("http://a:80"));
+  h.wait_with("http://a:80", 1, 100ms); // the oldest, about to give up 40 ms from now
+  h.wait_with("http://a:80", 2, 300ms);
+  h.wait_with("http://a:80", 3, 250ms);
+  h.runner.run_ready();
+
+  // 40 ms on, the oldest has 60 ms: one exchange would fit, barely; it is
+  // not served first, the one with the most time left is.
+  h.runner.run_for(40ms);
+  held->mark_reusable();
+  held.reset();
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{2});
+  held.emplace(h.take("http://a:80"));
+
+  // 40 ms later the oldest has 20 ms: refused; the next oldest has time for
+  // two exchanges, and the order of arrival is back.
+  h.runner.run_for(40ms);
+  held->mark_reusable();
+  held.reset();
+  h.runner.run_ready();
+  REQUIRE(h.woken == std::vector<int>{2, 1, 3});
+  CHECK_FALSE(h.errors[0]);
+  CHECK(h.errors[1] == coretry::http::pool_error::too_late);
+  CHECK_FALSE(h.errors[2]);
+  CHECK(h.pool.stats().waiting == 0);
+}
+
+TEST_CASE("pool: a short-lived queue is served in the order it came, whatever the deadlines") {
+  pool_harness h(1);
+  h.exchange_of("http://a:80", 40ms);
+  std::optional<lease_type> held(h.take("http://a:80"));
+  h.wait_with("http://a:80", 1, 500ms);
+  h.wait_with("http://a:80", 2, 2s);
+  h.wait_with("http://a:80", 3, 300ms);
+  h.wait_with("http://a:80", 4, 1s);
+  h.runner.run_ready();
+  for (int served = 0; served < 4; ++served) {
+    h.runner.run_for(40ms);
+    held->mark_reusable();
+    held.reset();
+    h.runner.run_ready();
+    held.emplace(h.take("http://a:80"));
+  }
+  CHECK(h.woken == std::vector<int>{1, 2, 3, 4});
+  for (const auto& ec : h.errors) CHECK_FALSE(ec);
 }

@@ -1,6 +1,10 @@
 // The names of attempt statuses and deliveries, as logs and JSON show them.
 
+#include <coretry/classify.hpp>
+#include <coretry/decision_core.hpp>
 #include <coretry/verdict.hpp>
+
+#include <boost/asio/error.hpp>
 
 #include <doctest/doctest.h>
 
@@ -16,4 +20,24 @@ TEST_CASE("verdict: every delivery has its stable name") {
   CHECK(coretry::to_string(coretry::delivery::never_sent) == "never_sent");
   CHECK(coretry::to_string(coretry::delivery::answered) == "answered");
   CHECK(coretry::to_string(static_cast<coretry::delivery>(42)) == "invalid");
+}
+
+TEST_CASE("verdict: the default classifier marks timeouts and refused connections as overload, and the limit's signal follows") {
+  using coretry::limit_signal;
+  const coretry::verdict timeout = coretry::classify_error(coretry::make_error_code(coretry::attempt_error::timed_out));
+  const coretry::verdict refused = coretry::classify_error(boost::asio::error::connection_refused);
+  const coretry::verdict reset = coretry::classify_error(boost::asio::error::connection_reset);
+  CHECK(timeout.overload);
+  CHECK(refused.overload);
+  CHECK_FALSE(reset.overload);
+  CHECK_FALSE(coretry::verdict::success().overload);
+  CHECK(coretry::verdict::transient("http_503").overloaded().overload);
+  CHECK(coretry::verdict::transient("http_503").overloaded().category == "http_503");
+  // Drops, samples and nothing.
+  CHECK(coretry::limit_signal_of(timeout, true, false) == limit_signal::drop);
+  CHECK(coretry::limit_signal_of(reset, true, false) == limit_signal::drop); // timed out, whatever the classifier says
+  CHECK(coretry::limit_signal_of(refused, false, false) == limit_signal::drop);
+  CHECK(coretry::limit_signal_of(reset, false, false) == limit_signal::sample);
+  CHECK(coretry::limit_signal_of(coretry::verdict::success(), false, false) == limit_signal::sample);
+  CHECK(coretry::limit_signal_of(timeout, true, true) == limit_signal::ignored); // cancelled or superseded
 }

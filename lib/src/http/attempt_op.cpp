@@ -332,7 +332,9 @@ private:
       return finish(cont);
     }
     step_ = step::starting;
-    s.state->pool.async_wait_for_release(*s.prepared->where.key, std::move(*this));
+    // The attempt's deadline goes with it: a waiter that can no longer fit
+    // an exchange is refused (pool_error::too_late) rather than woken.
+    s.state->pool.async_wait_for_release(*s.prepared->where.key, s.context.deadline, std::move(*this));
   }
 
   void leased(bool cont) {

@@ -115,6 +115,9 @@ verdict classify_transport(const boost::system::error_code& ec, const exchange& 
                                                       !x.reused_connection);
   const delivery d = unsent ? delivery::never_sent : delivery::unknown;
   if (ec == attempt_error::timed_out) return verdict::transient("timeout", d).overloaded();
+  // The pool refused a waiter too late to fit an exchange: nothing left. A
+  // sign of overload: the connections to the origin are all held too long.
+  if (ec == pool_error::too_late) return verdict::transient("pool_too_late", delivery::never_sent).overloaded();
   if (ec.category() == proxy_error_category()) return classify_proxy_refusal(ec, x);
   if (is_certificate_failure(ec)) return verdict::permanent("tls_verification", delivery::never_sent);
   if (is_client_certificate_refused(ec)) return verdict::permanent("tls_client_certificate", delivery::never_sent);

@@ -2,8 +2,11 @@
 #define CORETRY_SRC_HTTP_POOL_HPP
 
 // The client's connection pool: per origin, idle connections for reuse, a
-// bound on connections (leased plus idle), attempts waiting (woken in order) for one
-// to be given back, and the closing of connections idle for too long.
+// bound on connections (leased plus idle), attempts waiting for one to be
+// given back (woken in order while the queue is short-lived, the one with the
+// most time left once the oldest is about to give up; refused at once when
+// their time left cannot fit an exchange), and the closing of connections
+// idle for too long.
 // Generic over the connection (anything with is_stale() and close()) and the
 // clock, so that it can be driven without sockets and on virtual time.
 // Internal to coretry::http.
@@ -21,6 +24,10 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/multi_index/member.hpp>
+#include <boost/multi_index/ordered_index.hpp>
+#include <boost/multi_index/tag.hpp>
+#include <boost/multi_index_container.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -45,17 +52,18 @@ template <class Pool>
 class basic_lease {
 public:
   using connection_type = typename Pool::connection_type;
+  using time_point = typename Pool::time_point;
 
   /// `key` is the pool's own copy of the origin's key, which stays while
-  /// any lease of the origin does.
-  basic_lease(Pool* pool, const std::string& key, std::unique_ptr<connection_type> conn)
-      : pool_(pool), key_(&key), conn_(std::move(conn)) {}
+  /// any lease of the origin does; `since` is when it was leased.
+  basic_lease(Pool* pool, const std::string& key, std::unique_ptr<connection_type> conn, time_point since)
+      : pool_(pool), key_(&key), conn_(std::move(conn)), since_(since) {}
   basic_lease(basic_lease&& other) noexcept
       : pool_(std::exchange(other.pool_, nullptr)), key_(other.key_), conn_(std::move(other.conn_)),
-        reusable_(other.reusable_) {}
+        since_(other.since_), reusable_(other.reusable_) {}
   basic_lease& operator=(basic_lease&&) = delete;
   ~basic_lease() {
-    if (pool_) pool_->give_back(*key_, std::move(conn_), reusable_);
+    if (pool_) pool_->give_back(*key_, std::move(conn_), reusable_, since_);
   }
 
   connection_type* get() const noexcept { return conn_.get(); }
@@ -66,6 +74,7 @@ private:
   Pool* pool_;
   const std::string* key_; ///< the pool's key of the origin (no copy per lease)
   std::unique_ptr<connection_type> conn_;
+  time_point since_; ///< when it was leased: how long its exchange held it
   bool reusable_ = false;
 };
 
@@ -145,7 +154,7 @@ public:
       std::unique_ptr<Connection> conn = std::move(entry.conn);
       o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
       ++o.leased;
-      return lease(this, pooled_key, std::move(conn));
+      return lease(this, pooled_key, std::move(conn), now);
     }
     if (o.leased + o.idle.size() >= max_per_origin_ && unsuited > 0) {
       o.idle.front().conn->close(); // the oldest of those left: all unsuited
@@ -153,47 +162,83 @@ public:
     }
     if (o.leased + o.idle.size() < max_per_origin_) {
       ++o.leased;
-      return lease(this, pooled_key, nullptr);
+      return lease(this, pooled_key, nullptr, now);
     }
     return std::nullopt;
   }
 
-  /// Waits until a connection of `key` is given back (then try_lease again).
-  /// Waiters are woken in the order they came; a woken waiter then competes
-  /// with new callers of try_lease for the freed place (no place is held
-  /// for it). Completion: void(error_code),
-  /// posted to the pool's executor; operation_aborted when the waiter's own
-  /// cancellation (of any type) came first. A waiter still waiting when the
-  /// pool's execution context shuts down is destroyed unrun then.
+  /// Waits until a connection of `key` is given back (then try_lease
+  /// again), for an attempt that ends at `deadline`. Completion:
+  /// void(error_code), posted to the pool's executor:
+  /// - success: a connection was given back and this waiter chosen; it then
+  ///   competes with new callers of try_lease for the freed place (no place
+  ///   is held for it);
+  /// - pool_error::too_late: less time is left before `deadline` than the
+  ///   origin's exchanges lately take (exchange_estimate): refused when it
+  ///   asks, or when the pool next looks at the queue (a connection given
+  ///   back, another waiter coming), rather than handed a connection it
+  ///   would most likely give up on mid-way;
+  /// - operation_aborted: the waiter's own cancellation (of any type) came
+  ///   first.
+  /// A freed connection wakes the oldest waiter, unless that one has less
+  /// than two exchanges' time left (it is about to give up: the queue is not
+  /// worked off in time); then the waiter with the most time left. A waiter
+  /// still waiting when the pool's execution context shuts down is
+  /// destroyed unrun then.
   template <class Token>
-  auto async_wait_for_release(const std::string& key, Token&& token) {
+  auto async_wait_for_release(const std::string& key, time_point deadline, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [this, key](auto handler) {
-          add_waiter(key, coretry::detail::erase_handler<void(boost::system::error_code)>(std::move(handler)));
+        [this, key, deadline](auto handler) {
+          add_waiter(key, deadline,
+                     coretry::detail::erase_handler<void(boost::system::error_code)>(std::move(handler)));
         },
         token);
   }
 
+  /// As above, for a waiter without a deadline.
+  template <class Token>
+  auto async_wait_for_release(const std::string& key, Token&& token) {
+    return async_wait_for_release(key, time_point::max(), std::forward<Token>(token));
+  }
+
   /// Called by a lease on destruction: the connection (if any) is kept idle
-  /// when `reusable`, else closed; the first waiter of the origin is woken.
-  /// `key` may be the pool's own key, which the expiry sweep may erase: it is
-  /// not used after that.
-  void give_back(const std::string& key, std::unique_ptr<Connection> conn, bool reusable) {
-    typename waiter_queue::node_type woken;
+  /// when `reusable`, else closed; how long it was held (from `since`) goes
+  /// into the origin's exchange estimate; waiters that can no longer fit an
+  /// exchange are refused, and the next one is woken. `key` may be the
+  /// pool's own key, which the expiry sweep may erase: it is not used after
+  /// that.
+  void give_back(const std::string& key, std::unique_ptr<Connection> conn, bool reusable, time_point since) {
+    std::optional<wait_handler> woken;
+    std::vector<wait_handler> refused; // allocates only when there are some
     {
       std::lock_guard lock(mutex_);
       per_origin& o = origins_[key];
       --o.leased;
       const time_point now = now_();
+      o.note_exchange(now - since);
       if (conn && reusable) {
         o.idle.push_back(idle_entry{std::move(conn), now});
       } else if (conn) {
         conn->close();
       }
-      if (!o.waiters.empty()) woken = o.waiters.extract(o.waiters.begin()); // the oldest
+      refuse_too_late(o, now, refused);
+      if (!o.waiters.empty()) woken.emplace(take_next(o, now));
       close_expired(now);
     }
-    if (woken) boost::asio::post(executor_, boost::asio::append(std::move(woken.mapped()), boost::system::error_code{}));
+    for (auto& late : refused)
+      boost::asio::post(executor_, boost::asio::append(std::move(late), make_error_code(pool_error::too_late)));
+    if (woken) boost::asio::post(executor_, boost::asio::append(std::move(*woken), boost::system::error_code{}));
+  }
+
+  /// What an exchange on `key`'s connections lately takes: an exponentially
+  /// weighted average (weight 1/8, as TCP's smoothed round-trip time) of how
+  /// long each lease was held, from the lease to its return, whatever its
+  /// end (one cut off by its attempt's deadline counts the time it held the
+  /// connection, a floor of what it needed). Zero before the first return.
+  duration exchange_estimate(const std::string& key) const {
+    std::lock_guard lock(mutex_);
+    const auto o = origins_.find(key);
+    return o == origins_.end() ? duration::zero() : o->second.estimate;
   }
 
   void note_opened() {
@@ -243,12 +288,29 @@ public:
   }
 
 private:
-  /// Waiters by id: ids only grow, so the first is the oldest, and one
-  /// that is cancelled is found in log(n) (a queue thousands long is when
-  /// cancellations come thickest, and the lock is held while looking).
-  /// Handlers are moved in and out by construction only: Boost 1.81's
-  /// any_completion_handler move assignment re-wraps the handler in itself.
-  using waiter_queue = std::map<std::uint64_t, wait_handler>;
+  /// A waiter: its handler, and when its attempt ends.
+  struct waiter {
+    waiter(std::uint64_t i, time_point d, wait_handler&& h) : id(i), deadline(d), handler(std::move(h)) {}
+    std::uint64_t id; ///< ids only grow: the lowest is the oldest
+    time_point deadline;
+    /// Moved out (by construction only: Boost 1.81's any_completion_handler
+    /// move assignment re-wraps the handler in itself) just before its
+    /// element is erased; the keys are never touched.
+    mutable wait_handler handler;
+  };
+  struct by_deadline {};
+
+  /// Waiters, one node each, in two orders: by id (arrival) and by deadline
+  /// (ties in arrival order). One that is cancelled is found in log(n) (a
+  /// queue thousands long is when cancellations come thickest, and the lock
+  /// is held while looking); the oldest, the next to become too late and
+  /// the one with the most time left are at the ends.
+  using waiter_queue = boost::multi_index_container<
+      waiter,
+      boost::multi_index::indexed_by<
+          boost::multi_index::ordered_unique<boost::multi_index::member<waiter, std::uint64_t, &waiter::id>>,
+          boost::multi_index::ordered_non_unique<boost::multi_index::tag<by_deadline>,
+                                                 boost::multi_index::member<waiter, time_point, &waiter::deadline>>>>;
 
   struct idle_entry {
     std::unique_ptr<Connection> conn;
@@ -259,7 +321,55 @@ private:
     std::vector<idle_entry> idle;
     std::size_t leased = 0;
     waiter_queue waiters;
+    /// exchange_estimate(); zero until the first lease came back.
+    duration estimate = duration::zero();
+    bool estimated = false;
+
+    void note_exchange(duration held) {
+      if (held < duration::zero()) held = duration::zero();
+      if (!estimated) {
+        estimate = held; // the first sample alone, as TCP's first round trip
+        estimated = true;
+      } else {
+        estimate += (held - estimate) / 8;
+      }
+    }
   };
+
+  /// Whether a waiter due at `deadline` can still fit an exchange from `now`.
+  static bool fits(const per_origin& o, time_point deadline, time_point now) {
+    return deadline >= instant_after(now, o.estimate);
+  }
+
+  /// Takes out every waiter of `o` that can no longer fit an exchange (the
+  /// earliest deadlines first), for their handlers to be told
+  /// pool_error::too_late once the lock is let go. With the mutex held.
+  static void refuse_too_late(per_origin& o, time_point now, std::vector<wait_handler>& out) {
+    auto& by_time = o.waiters.template get<by_deadline>();
+    while (!by_time.empty() && !fits(o, by_time.begin()->deadline, now)) {
+      out.emplace_back(std::move(by_time.begin()->handler));
+      by_time.erase(by_time.begin());
+    }
+  }
+
+  /// Takes out the waiter a freed place goes to (`o` has one, and all fit):
+  /// the oldest while it has time for two exchanges; when it has less, it
+  /// is about to give up and the queue is not worked off in time (a
+  /// standing queue: overload), so the waiter with the most time left, the
+  /// newest among equals. With the mutex held.
+  static wait_handler take_next(per_origin& o, time_point now) {
+    const auto oldest = o.waiters.begin();
+    if (fits(o, oldest->deadline, instant_after(now, o.estimate))) {
+      wait_handler handler(std::move(oldest->handler));
+      o.waiters.erase(oldest);
+      return handler;
+    }
+    auto& by_time = o.waiters.template get<by_deadline>();
+    const auto most_time = std::prev(by_time.end());
+    wait_handler handler(std::move(most_time->handler));
+    by_time.erase(most_time);
+    return handler;
+  }
 
   /// At most once per idle timeout, closes the idle connections that are
   /// past it, whatever their origin, and forgets origins left with nothing:
@@ -285,44 +395,60 @@ private:
     shut_down_ = true;
     registry_ = nullptr;
     for (auto& [key, o] : origins_) {
-      for (auto& [id, handler] : o.waiters) out.push_back(std::move(handler));
+      for (const waiter& w : o.waiters) out.emplace_back(std::move(w.handler));
       o.waiters.clear();
     }
   }
 
-  void add_waiter(const std::string& key, wait_handler handler) {
+  void add_waiter(const std::string& key, time_point deadline, wait_handler handler) {
     // The waiter's cancellation slot belongs to its own operation's strand: it
     // is assigned here, from that strand, and never touched from another
     // thread. A release wakes a waiter by posting its handler only; the slot's
     // handler finds waiters by id, so a stale one cancels nothing.
     boost::asio::cancellation_slot slot = handler.get_cancellation_slot();
     std::optional<wait_handler> dropped; // destroyed after the lock is let go
-    std::lock_guard lock(mutex_);
-    if (shut_down_) {
-      // The context has shut down: nothing would ever wake it.
-      dropped.emplace(std::move(handler));
-      return;
-    }
-    per_origin& o = origins_[key];
-    if (o.leased + o.idle.size() < max_per_origin_ || !o.idle.empty()) {
-      // Freed between try_lease and here: go round again at once.
-      boost::asio::post(executor_, boost::asio::append(std::move(handler), boost::system::error_code{}));
-      return;
-    }
-    const std::uint64_t id = next_waiter_id_++;
-    o.waiters.try_emplace(o.waiters.end(), id, std::move(handler));
-    if (slot.is_connected()) {
-      slot.assign([this, key, id](boost::asio::cancellation_type) {
-        typename waiter_queue::node_type cancelled;
-        {
-          std::lock_guard inner(mutex_);
-          if (const auto o = origins_.find(key); o != origins_.end()) cancelled = o->second.waiters.extract(id);
+    std::vector<wait_handler> refused;   // told too_late after the lock is let go
+    {
+      std::lock_guard lock(mutex_);
+      if (shut_down_) {
+        // The context has shut down: nothing would ever wake it.
+        dropped.emplace(std::move(handler));
+        return;
+      }
+      per_origin& o = origins_[key];
+      if (o.leased + o.idle.size() < max_per_origin_ || !o.idle.empty()) {
+        // Freed between try_lease and here: go round again at once.
+        boost::asio::post(executor_, boost::asio::append(std::move(handler), boost::system::error_code{}));
+        return;
+      }
+      const time_point now = now_();
+      refuse_too_late(o, now, refused);
+      if (!fits(o, deadline, now)) {
+        refused.push_back(std::move(handler));
+      } else {
+        const std::uint64_t id = next_waiter_id_++;
+        o.waiters.emplace_hint(o.waiters.end(), id, deadline, std::move(handler));
+        if (slot.is_connected()) {
+          slot.assign([this, key, id](boost::asio::cancellation_type) {
+            std::optional<wait_handler> cancelled;
+            {
+              std::lock_guard inner(mutex_);
+              if (const auto o = origins_.find(key); o != origins_.end())
+                if (const auto w = o->second.waiters.find(id); w != o->second.waiters.end()) {
+                  cancelled.emplace(std::move(w->handler));
+                  o->second.waiters.erase(w);
+                }
+            }
+            if (cancelled)
+              boost::asio::post(executor_,
+                                boost::asio::append(std::move(*cancelled),
+                                                    boost::system::error_code(boost::asio::error::operation_aborted)));
+          });
         }
-        if (cancelled)
-          boost::asio::post(executor_, boost::asio::append(std::move(cancelled.mapped()),
-                                                           boost::system::error_code(boost::asio::error::operation_aborted)));
-      });
+      }
     }
+    for (auto& late : refused)
+      boost::asio::post(executor_, boost::asio::append(std::move(late), make_error_code(pool_error::too_late)));
   }
 
   boost::asio::any_io_executor executor_;

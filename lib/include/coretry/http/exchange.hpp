@@ -33,6 +33,19 @@ enum class stage {
 
 std::string_view to_string(stage s) noexcept;
 
+/// The connection pool's refusals of an attempt waiting for a connection
+/// (every one of its origin's max_connections_per_origin leased).
+enum class pool_error {
+  /// Less time was left before the attempt's deadline than that origin's
+  /// exchanges lately take: refused at once, before anything was sent,
+  /// rather than handed a connection it would most likely give up on
+  /// mid-way. Transient, never sent, a sign of overload ("pool_too_late").
+  too_late = 1,
+};
+
+const boost::system::error_category& pool_error_category() noexcept;
+boost::system::error_code make_error_code(pool_error e) noexcept;
+
 /// What one attempt did. Kept after the attempt's connection is released, so
 /// the caller can diagnose without holding any transport resource.
 struct exchange {
@@ -73,6 +86,9 @@ struct exchange {
 using result = coretry::outcome<exchange>;
 
 } // namespace coretry::http
+
+template <>
+struct boost::system::is_error_code_enum<coretry::http::pool_error> : std::true_type {};
 
 /// An HTTP attempt's connection: reused from the pool, opened by the attempt
 /// (it got past connecting), or none (it ended waiting for one, resolving or

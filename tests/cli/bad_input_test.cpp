@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 using namespace cli_tests;
@@ -131,6 +132,20 @@ TEST_CASE("cli: bad input: the other subcommands") {
     CHECK(r.status == 2);
     REQUIRE(r.err_lines().size() == 1);
     CHECK(r.err_lines()[0].find(option) != std::string::npos);
+  }
+
+  for (const auto& [option, value, named] : std::initializer_list<std::tuple<const char*, const char*, const char*>>{
+           {"--workers", "0", "outside 1 to 10000"}, {"--workers", "10001", "outside 1 to 10000"},
+           {"--workers", "eight", "not a whole number"}, {"--service-ms", "60001", "outside 0 to 60000"},
+           {"--service-ms", "-5", "--service-ms"}, {"--service-ms", "2.5", "not a whole number"},
+           {"--queue-limit", "1000001", "outside 0 to 1000000"}, {"--queue-limit", "", "got nothing"}}) {
+    CAPTURE(option);
+    CAPTURE(value);
+    r = run({"faults", option, value});
+    CHECK(r.status == 2);
+    REQUIRE(r.err_lines().size() == 1);
+    CHECK(r.err_lines()[0].find(option) != std::string::npos);
+    CHECK(r.err_lines()[0].find(named) != std::string::npos);
   }
 
   r = run({"nonsense"});

@@ -15,6 +15,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace fault_tests;
@@ -44,9 +45,16 @@ std::int64_t capacity_count(const json::object& counters, std::string_view name)
   return counters.at(name).to_number<std::int64_t>();
 }
 
-// Polls /_capacity until `name` is `value`.
+// Polls /_capacity until `name` is `value`, closely (a loopback exchange
+// takes well under a millisecond), so that requests sent one after the other
+// reach the queue faster than the workers free up.
 bool capacity_reaches(test_client& control, std::string_view name, std::int64_t value) {
-  return eventually([&] { return capacity_count(capacity_counters(control), name) == value; }, milliseconds{3000});
+  const auto until = steady_clock::now() + milliseconds{3000};
+  while (capacity_count(capacity_counters(control), name) != value) {
+    if (steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds{200});
+  }
+  return true;
 }
 
 std::string capacity_field(const http_response& response, std::string_view name) {
@@ -85,7 +93,7 @@ private:
 TEST_SUITE("capacity") {
 
 TEST_CASE("capacity: two workers take requests in FIFO order and hold each for the service time") {
-  server_thread server{capacity_server(2, milliseconds{20})};
+  server_thread server{capacity_server(2, milliseconds{30})};
   test_client control{server->port()};
   std::vector<std::unique_ptr<test_client>> clients;
   const auto first_sent = steady_clock::now();
@@ -103,9 +111,9 @@ TEST_CASE("capacity: two workers take requests in FIFO order and hold each for t
     CHECK(response.body() == R"({"status":200})");
     // First come, first served...
     CHECK(capacity_field(response, "X-Capacity-Start") == std::to_string(i + 1));
-    // ...two at a time, 20 ms each: the i-th cannot be done before its pair's turn ends.
+    // ...two at a time, 30 ms each: the i-th cannot be done before its pair's turn ends.
     const auto elapsed = steady_clock::now() - first_sent;
-    CHECK(elapsed >= milliseconds{20 * (i / 2 + 1)});
+    CHECK(elapsed >= milliseconds{30 * (i / 2 + 1)});
     CHECK(elapsed < milliseconds{3000});
   }
   const json::object counters = capacity_counters(control);
@@ -116,7 +124,7 @@ TEST_CASE("capacity: two workers take requests in FIFO order and hold each for t
   CHECK(capacity_count(counters, "queue_length") == 0);
   CHECK(capacity_count(counters, "busy_workers") == 0);
   // Each request held a worker for at least the service time.
-  CHECK(counters.at("busy_ms").to_number<double>() >= 6 * 20);
+  CHECK(counters.at("busy_ms").to_number<double>() >= 6 * 30);
   CHECK(capacity_count(counters, "queue_high_water") >= 1);
 }
 

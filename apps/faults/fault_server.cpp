@@ -700,19 +700,26 @@ private:
     co_return keep;
   }
 
+  // The oldest waiting job goes to a worker from `at` on (now, or in the
+  // past: see finish_capacity_work).
+  void start_capacity_job(std::chrono::steady_clock::time_point at) {
+    const auto job = capacity_queue_.begin();
+    job->started = at;
+    ++capacity_started_;
+    if (job->waiter) {
+      job->waiter->started = capacity_started_;
+      job->waiter->queued = at - job->admitted;
+    }
+    // capacity_running_ stays in order of start, hence of end.
+    auto place = capacity_running_.end();
+    while (place != capacity_running_.begin() && std::prev(place)->started > at) --place;
+    capacity_running_.splice(place, capacity_queue_, job);
+  }
+
   // Gives free workers the oldest waiting jobs.
   void dispatch_capacity() {
     const auto now = std::chrono::steady_clock::now();
-    while (capacity_running_.size() < capacity_workers_ && !capacity_queue_.empty()) {
-      const auto job = capacity_queue_.begin();
-      job->started = now;
-      ++capacity_started_;
-      if (job->waiter) {
-        job->waiter->started = capacity_started_;
-        job->waiter->queued = now - job->admitted;
-      }
-      capacity_running_.splice(capacity_running_.end(), capacity_queue_, job);
-    }
+    while (capacity_running_.size() < capacity_workers_ && !capacity_queue_.empty()) start_capacity_job(now);
     capacity_high_water_ = std::max(capacity_high_water_, capacity_queue_.size());
     if (capacity_timer_armed_ || capacity_running_.empty() || stopping_) return;
     capacity_timer_armed_ = true;
@@ -723,12 +730,17 @@ private:
     });
   }
 
-  // The jobs whose service time is over leave their workers.
+  // The jobs whose service time is over leave their workers. Workers keep
+  // to the clock, not to the timer that tells of them: a worker freed at its
+  // job's end takes the next waiting job from that moment on, even when the
+  // timer fires late (a busy machine), so that the capacity stays workers /
+  // service time. Only the answers leave as late as the timer.
   void finish_capacity_work() {
     const auto now = std::chrono::steady_clock::now();
     while (!capacity_running_.empty() && capacity_running_.front().started + capacity_.service_time <= now) {
       capacity_job& job = capacity_running_.front();
-      capacity_busy_ += now - std::max(job.started, capacity_since_);
+      const auto end = job.started + capacity_.service_time;
+      capacity_busy_ += std::max(end - std::max(job.started, capacity_since_), std::chrono::steady_clock::duration{});
       ++capacity_completed_;
       if (job.waiter) {
         job.waiter->finished = true;
@@ -740,6 +752,8 @@ private:
         --capacity_abandoned_pending_;
       }
       capacity_running_.pop_front();
+      if (capacity_running_.size() < capacity_workers_ && !capacity_queue_.empty())
+        start_capacity_job(std::max(end, capacity_queue_.front().admitted));
     }
     dispatch_capacity();
   }
@@ -776,7 +790,9 @@ private:
   json::object capacity_json() const {
     const auto now = std::chrono::steady_clock::now();
     auto busy = capacity_busy_;
-    for (const capacity_job& job : capacity_running_) busy += now - std::max(job.started, capacity_since_);
+    for (const capacity_job& job : capacity_running_)
+      busy += std::clamp<std::chrono::steady_clock::duration>(now - std::max(job.started, capacity_since_), {},
+                                                               capacity_.service_time);
     return json::object{{"workers", capacity_workers_},
                         {"service_ms", capacity_.service_time.count()},
                         {"queue_limit", capacity_.queue_limit},

@@ -21,7 +21,7 @@ std::vector<coretry::load::arrival_schedule::arrival> all_arrivals(std::vector<c
 
 } // namespace
 
-TEST_CASE("load arrivals: Poisson counts within statistical bounds, the same for the same seed") {
+TEST_CASE("arrivals: Poisson counts within statistical bounds, the same for the same seed") {
   // 2000/s for 5 s: 10,000 expected, standard deviation 100. Outside +-5 sd
   // with probability below 1e-6.
   const auto arrivals = all_arrivals({{2000, 5s}}, 42);
@@ -53,7 +53,7 @@ TEST_CASE("load arrivals: Poisson counts within statistical bounds, the same for
   CHECK((other.size() != arrivals.size() || other[10].at != arrivals[10].at));
 }
 
-TEST_CASE("load arrivals: each phase at its own rate, a zero rate a pause") {
+TEST_CASE("arrivals: each phase at its own rate, a zero rate a pause") {
   // 1000/s for 2 s, nothing for 1 s, 200/s for 3 s: 2000 and 600 expected
   // (sd 45 and 24.5).
   const auto arrivals = all_arrivals({{1000, 2s}, {0, 1s}, {200, 3s}}, 7);
@@ -70,7 +70,7 @@ TEST_CASE("load arrivals: each phase at its own rate, a zero rate a pause") {
   CHECK(per_phase[2] <= 600 + 5 * 25);
 }
 
-TEST_CASE("load latencies: the histogram's quantiles are within its 3% buckets") {
+TEST_CASE("latencies: the histogram's quantiles are within its 3% buckets") {
   coretry::load::latency_histogram histogram;
   CHECK_FALSE(histogram.quantile_ms(0.5).has_value());
   for (int micros = 1; micros <= 100000; ++micros) histogram.add(std::chrono::microseconds{micros});

@@ -31,7 +31,7 @@ std::string load_refusal(const coretry::load::arguments& args) {
 
 } // namespace
 
-TEST_CASE("load options: a good command line becomes the plan") {
+TEST_CASE("options: a good command line becomes the plan") {
   auto args = load_args({"1280:15", "160.5:0.5"});
   args.seed = "42";
   args.connections = "512";
@@ -70,7 +70,7 @@ TEST_CASE("load options: a good command line becomes the plan") {
   CHECK(defaults.phases[0].length == 1s);
 }
 
-TEST_CASE("load options: every value is bounded, and a refusal names the option") {
+TEST_CASE("options: every value is bounded, and a refusal names the option") {
   struct bad {
     const char* what;
     coretry::load::arguments args;

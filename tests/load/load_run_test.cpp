@@ -41,7 +41,7 @@ coretry::faults::fault_server_options capacity_of(std::size_t workers, std::chro
 
 } // namespace
 
-TEST_CASE("load run: at twice the capacity route's capacity, goodput stays at capacity and nothing is lost") {
+TEST_CASE("run: at twice the capacity route's capacity, goodput stays at capacity and nothing is lost") {
   boost::asio::io_context io{1};
   // 2 workers x 10 ms: 200 requests/s.
   coretry::faults::fault_server server{io, capacity_of(2, 10ms)};
@@ -96,7 +96,7 @@ TEST_CASE("load run: at twice the capacity route's capacity, goodput stays at ca
   CHECK(*windows.back().p50_ms > *windows.front().p50_ms + 300);
 }
 
-TEST_CASE("load run: with every connection busy a request is not sent, and a slow answer times out") {
+TEST_CASE("run: with every connection busy a request is not sent, and a slow answer times out") {
   boost::asio::io_context io{1};
   // 1 worker x 100 ms, far below the offered 200/s.
   coretry::faults::fault_server server{io, capacity_of(1, 100ms)};

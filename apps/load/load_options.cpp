@@ -125,7 +125,8 @@ plan make_plan(const arguments& args, std::uint64_t seed) {
     throw usage_error("--phase: at most " + std::to_string(most_phases) + " phases, got " +
                       std::to_string(args.phases.size()));
   for (const std::string& text : args.phases) out.phases.push_back(parse_phase("--phase", text));
-  if (out.phases.empty()) throw usage_error("--phase: no load given; give --phase RATE:SECONDS or --rate and --duration");
+  if (out.phases.empty())
+    throw usage_error("--phase: no load given; give --phase RATE:SECONDS or --rate and --duration");
   std::chrono::nanoseconds total{};
   for (const phase& each : out.phases) total += each.length;
   if (total > longest_run)

@@ -126,8 +126,11 @@ namespace {
 
 constexpr auto nothrow_awaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::chrono::milliseconds fast_answer{10};
-constexpr std::size_t most_response_body = 1024 * 1024;
-constexpr std::size_t most_response_header = 16 * 1024;
+// An answer's bounds: a load test's answers are small, and each of up to
+// most_connections connections may hold one (with its read buffer).
+constexpr std::size_t most_response_body = 64 * 1024;
+constexpr std::size_t most_response_header = 8 * 1024;
+constexpr std::size_t read_buffer_bytes = 16 * 1024;
 
 double to_ms(clock_type::duration duration) { return std::chrono::duration<double, std::milli>(duration).count(); }
 
@@ -140,7 +143,7 @@ bool still_usable(tcp::socket& socket) {
 }
 
 struct connection {
-  explicit connection(asio::io_context& io) : stream(io), buffer(most_response_header * 4) {}
+  explicit connection(asio::io_context& io) : stream(io), buffer(read_buffer_bytes) {}
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
   bool connected = false;

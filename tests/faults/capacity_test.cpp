@@ -252,6 +252,27 @@ TEST_CASE("capacity: a full queue answers 503 at once") {
   CHECK(capacity_count(counters, "queue_high_water") == 1);
 }
 
+TEST_CASE("capacity: stopping the server ends queued and running requests and closes their connections") {
+  server_thread server{capacity_server(1, milliseconds{5000})};
+  test_client control{server->port()};
+  std::vector<std::unique_ptr<test_client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<test_client>(server->port()));
+    capacity_send(*clients.back(), "book");
+  }
+  REQUIRE(capacity_reaches(control, "admitted", 3));
+  control.close();
+  // Well before the first request's 5 s are over.
+  const auto asked = steady_clock::now();
+  CHECK(server.stop_and_wait(milliseconds{2000}));
+  CHECK(steady_clock::now() - asked < milliseconds{2000});
+  CHECK(server->open_connections() == 0);
+  for (auto& client : clients) {
+    http_response response;
+    CHECK(client->read(response)); // closed without an answer
+  }
+}
+
 TEST_CASE("capacity: bad options and control requests are refused, naming the problem") {
   asio::io_context io;
   const auto refusal = [&](coretry::faults::fault_server_options options) -> std::string {

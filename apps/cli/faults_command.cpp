@@ -61,6 +61,15 @@ int run_faults(const faults_arguments& args) {
     options.limits.keep_alive_timeout = timeout_option("--keep-alive-timeout", *args.keep_alive_timeout);
   if (args.send_timeout) options.limits.send_timeout = timeout_option("--send-timeout", *args.send_timeout);
   if (args.max_clients) options.max_clients = parse_count("--max-clients", *args.max_clients, 1, most_clients);
+  using coretry::faults::most_capacity_workers;
+  using coretry::faults::longest_service_time;
+  using coretry::faults::most_capacity_queue;
+  if (args.workers) options.capacity.workers = parse_count("--workers", *args.workers, 1, most_capacity_workers);
+  if (args.service_ms)
+    options.capacity.service_time = std::chrono::milliseconds{
+        parse_count("--service-ms", *args.service_ms, 0, static_cast<unsigned>(longest_service_time.count()))};
+  if (args.queue_limit)
+    options.capacity.queue_limit = parse_count("--queue-limit", *args.queue_limit, 0, most_capacity_queue);
 
   boost::asio::io_context io{1};
   std::optional<coretry::faults::fault_server> server;

@@ -17,6 +17,9 @@ struct faults_arguments {
   std::optional<std::string> keep_alive_timeout; ///< seconds, as typed
   std::optional<std::string> send_timeout;       ///< seconds, as typed
   std::optional<std::string> max_clients;        ///< as typed
+  std::optional<std::string> workers;            ///< the capacity route's workers, as typed
+  std::optional<std::string> service_ms;         ///< its service time in milliseconds, as typed
+  std::optional<std::string> queue_limit;        ///< requests its queue holds, as typed
 };
 
 /// Where the fault server listens unless told otherwise (any free loopback port).
@@ -26,7 +29,8 @@ std::string default_listen_address();
 /// line of stdout (flushed) once it accepts connections, after writing the CA
 /// to --ca-out, so that whoever waits for that line can use both. Returns the
 /// exit status; throws usage_error for an unusable --tls-client-ca, a bad --listen, --log-limit,
-/// --header-timeout, --keep-alive-timeout, --send-timeout or --max-clients.
+/// --header-timeout, --keep-alive-timeout, --send-timeout, --max-clients,
+/// --workers, --service-ms or --queue-limit.
 int run_faults(const faults_arguments& args);
 
 } // namespace coretry::cli

@@ -136,8 +136,12 @@ constexpr const char* faults_description =
     "  /status/CODE?OPTIONS       one scripted response\n"
     "  /seq/NAME?steps=S1,S2,...  the k-th request to NAME gets step k (the last repeats)\n"
     "  /echo                      the request as JSON\n"
+    "  /capacity/ANYTHING         waits in a FIFO queue for one of --workers workers, holds it\n"
+    "                             --service-ms (on a timer), then 200; abandoned requests are\n"
+    "                             still worked off (wasted work)\n"
+    "  /_capacity[?workers=N]     the capacity route's counters as JSON (sets the workers first)\n"
     "  /_log, /_reset             the request log as JSON (the last --log-limit requests);\n"
-    "                             forget the log and sequences\n"
+    "                             forget the log and sequences, zero the capacity counters\n"
     "A step is [CODE] followed by ;OPTION, with options retry-after=V, retry-after-date=[+-]S,\n"
     "header=NAME:VALUE, body=TEXT, delay=MS, drip=N:MS, hang-after-headers, close, reset\n"
     "(percent-encode ',' ';' and spaces inside values).\n\n"
@@ -159,7 +163,9 @@ EXIT STATUS
 EXAMPLES
   coretry faults --listen 127.0.0.1:8080
   coretry fetch -v 'http://127.0.0.1:8080/seq/a?steps=503;retry-after=1,200'
-  coretry faults --tls --ca-out /tmp/ca.pem --listen 127.0.0.1:8443)";
+  coretry faults --tls --ca-out /tmp/ca.pem --listen 127.0.0.1:8443
+  coretry faults --listen 127.0.0.1:8081 --workers 8 --service-ms 25 --max-clients 20000
+  curl 'http://127.0.0.1:8081/_capacity?workers=4')";
 
 constexpr const char* demo_description =
     "coretry demo - the specification's failures, replayed and measured now\n\n"
@@ -354,6 +360,15 @@ void add_faults(CLI::App& app, man_page_formatter& formatter, coretry::cli::faul
               "client connections open at once, 1 to 100000; at\nthe cap the longest idle kept-alive one is closed\n"
               "for a new one, else more wait in the listen\nbacklog (default 512)", "N",
               "Options");
+  const std::string capacity = "Capacity route (/capacity/ANYTHING)";
+  text_option(faults, "--workers", args.workers,
+              "workers serving it, 1 to 10000 (default 8);\nchangeable at run time: GET /_capacity?workers=N",
+              "N", capacity);
+  text_option(faults, "--service-ms", args.service_ms,
+              "milliseconds a request holds its worker, on a\ntimer, 0 to 60000 (default 25)", "MS", capacity);
+  text_option(faults, "--queue-limit", args.queue_limit,
+              "requests waiting for a worker, 0 to 1000000;\nbeyond it 503 at once (default 100000)", "N",
+              capacity);
 }
 
 // CLI11's messages can span lines; the contract is one line.

@@ -27,9 +27,15 @@
 
 #include <openssl/ssl.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
+#include <cmath>
 #include <deque>
 #include <list>
 #include <map>
@@ -106,7 +112,41 @@ bool is_framing_field(std::string_view name) {
 // The bytes dripped: recognisable and easy to count.
 char drip_byte(std::size_t index) { return static_cast<char>('a' + index % 26); }
 
+bool is_capacity_route(std::string_view path) { return path == "/capacity" || path.starts_with("/capacity/"); }
+
+// What a connection whose request waits for a worker has received meanwhile.
+enum class peeked { nothing, data, closed };
+
+// Looks without taking: end of stream (the client closed) or an error (it
+// reset) is a client gone; bytes (a pipelined request, a TLS alert) cannot be
+// looked past without reading them.
+peeked peek_connection(tcp::socket& socket) {
+  char byte = 0;
+  const auto got = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (got > 0) return peeked::data;
+  if (got == 0) return peeked::closed;
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return peeked::nothing;
+  return peeked::closed;
+}
+
+double to_ms(std::chrono::steady_clock::duration duration) {
+  return std::round(std::chrono::duration<double, std::milli>(duration).count() * 1000) / 1000;
+}
+
 } // namespace
+
+std::optional<std::string> validate(const capacity_options& options) {
+  if (options.workers < 1 || options.workers > most_capacity_workers)
+    return "capacity workers must be from 1 to " + std::to_string(most_capacity_workers) + ", got " +
+           std::to_string(options.workers);
+  if (options.service_time < std::chrono::milliseconds::zero() || options.service_time > longest_service_time)
+    return "capacity service time must be from 0 to " + std::to_string(longest_service_time.count()) + " ms, got " +
+           std::to_string(options.service_time.count());
+  if (options.queue_limit > most_capacity_queue)
+    return "capacity queue limit must be from 0 to " + std::to_string(most_capacity_queue) + ", got " +
+           std::to_string(options.queue_limit);
+  return std::nullopt;
+}
 
 class fault_server::state : public std::enable_shared_from_this<state> {
 public:
@@ -115,8 +155,10 @@ public:
         limits_(options.limits), clock_(options.clock ? std::move(options.clock) : [] {
           return std::chrono::system_clock::now();
         }),
-        log_limit_(options.log_limit), sequence_limit_(options.sequence_limit) {
+        log_limit_(options.log_limit), sequence_limit_(options.sequence_limit), capacity_(options.capacity),
+        capacity_workers_(options.capacity.workers), capacity_timer_(strand_) {
     if (auto problem = serving::validate(limits_)) throw std::invalid_argument(*problem);
+    if (auto problem = validate(capacity_)) throw std::invalid_argument(*problem);
     if (options.max_clients == 0) throw std::invalid_argument("max_clients must be at least 1");
     const tcp::endpoint endpoint = serving::parse_listen_address(options.listen);
     if (options.tls) {
@@ -140,11 +182,21 @@ public:
   void start() { asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached); }
 
   // Runs on the strand.
+  void reset_capacity() { reset_capacity_counters(); }
+
+  // Runs on the strand.
   void close_everything() {
     stopping_ = true;
     error_code ignored;
     acceptor_.close(ignored);
     gate_.close();
+    // Requests waiting for a worker, or at one, end with their connections.
+    capacity_timer_.cancel();
+    for (auto* jobs : {&capacity_queue_, &capacity_running_})
+      for (capacity_job& job : *jobs)
+        if (job.waiter) job.waiter->finished = true;
+    capacity_queue_.clear();
+    capacity_running_.clear();
     for (auto& [id, live] : connections_) {
       live.timer->cancel();
       live.stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -329,6 +381,11 @@ private:
   template <class Stream>
   asio::awaitable<bool> respond(Stream& stream, connection& current, const http_request& request) {
     const exchange asked{request.version(), request.method() == http::verb::head, request.keep_alive()};
+    const std::string_view target = to_std(request.target());
+    if (is_capacity_route(target.substr(0, target.find('?')))) {
+      record(request, current.id);
+      co_return co_await serve_capacity(stream, current, asked);
+    }
     // One reading of the clock for the whole response, so that Date and a
     // Retry-After date are exactly the scripted distance apart.
     const auto now = clock_();
@@ -346,8 +403,10 @@ private:
     if (path == "/_log") return json_reply(log_json());
     if (path == "/_reset") {
       clear();
+      reset_capacity_counters();
       return json_reply(json::object{{"reset", true}});
     }
+    if (path == "/_capacity") return control_capacity(query);
     record(request, connection_id);
     return plan_for(path, query, request, now);
   }
@@ -371,7 +430,8 @@ private:
         return std::move(steps[std::min(next_position(name), steps.size() - 1)]);
       }
       throw script_error("unknown path " + quoted(path) +
-                         "; the paths are /status/CODE, /seq/NAME?steps=..., /echo, /_log and /_reset");
+                         "; the paths are /status/CODE, /seq/NAME?steps=..., /capacity/ANYTHING, /echo, /_log, "
+                         "/_capacity and /_reset");
     } catch (const script_error& error) {
       return text_reply(400, error.what());
     }
@@ -463,10 +523,11 @@ private:
     co_return !error && !stopping_;
   }
 
-  // Carries out `plan`; returns whether the connection may carry another request.
+  // Carries out `plan`; returns whether the connection may carry another
+  // request. `taken`, if given, is set once the response has left the socket.
   template <class Stream>
   asio::awaitable<bool> perform(Stream& stream, connection& current, const response_plan& plan, exchange asked,
-                                std::chrono::system_clock::time_point now) {
+                                std::chrono::system_clock::time_point now, bool* taken = nullptr) {
     if (!co_await pause(current, plan.delay)) co_return false;
     tcp::socket& socket = beast::get_lowest_layer(stream).socket();
     if (plan.fate == response_fate::close) co_return false;
@@ -551,7 +612,201 @@ private:
       }
       co_return false;
     }
+    if (taken) *taken = true;
     co_return keep_alive && !stopping_;
+  }
+
+  // The capacity route (capacity_options). Everything here runs on strand_.
+  //
+  // A request waits in capacity_queue_ (FIFO) until a worker is free, then
+  // sits in capacity_running_ for the service time. Every job starts its
+  // service in queue order and all take the same time, so they finish in
+  // the order they started: one timer, armed for the oldest running job,
+  // serves them all. A job outlives its connection: once the client has gone
+  // (its waiter detached) the job still takes its turn and its worker, and
+  // its work is counted as wasted when it finishes.
+  struct capacity_waiter {
+    tcp::socket* socket;
+    asio::steady_timer* timer;
+    bool finished = false;      // the work is done (or the server stops): answer
+    std::uint64_t started = 0;  // the job's place in service order, 1 for the first
+    std::chrono::steady_clock::duration queued{}; // from admission to a worker
+  };
+  struct capacity_job {
+    capacity_waiter* waiter; // null once the client has gone
+    std::chrono::steady_clock::time_point admitted;
+    std::chrono::steady_clock::time_point started{};
+  };
+
+  template <class Stream> asio::awaitable<bool> serve_capacity(Stream& stream, connection& current, exchange asked) {
+    if (stopping_) co_return false;
+    if (capacity_running_.size() >= capacity_workers_ && capacity_queue_.size() >= capacity_.queue_limit) {
+      ++capacity_rejected_;
+      co_return co_await perform(stream, current,
+                                 text_reply(503, "capacity queue full: " + std::to_string(capacity_queue_.size()) +
+                                                     " requests wait for " + std::to_string(capacity_workers_) +
+                                                     " workers"),
+                                 asked, clock_());
+    }
+    tcp::socket& socket = beast::get_lowest_layer(stream).socket();
+    capacity_waiter waiter{&socket, &current.timer};
+    const auto job = capacity_queue_.insert(capacity_queue_.end(),
+                                            capacity_job{&waiter, std::chrono::steady_clock::now()});
+    ++capacity_admitted_;
+    dispatch_capacity();
+
+    // Until its work is done, watch whether the client is still there: the
+    // socket's readability wakes us for end of stream or a reset; bytes of a
+    // pipelined request (or a TLS alert) end the watch, since they cannot be
+    // looked past without reading them. The job's end cancels the wait.
+    bool watching = true;
+    while (!waiter.finished) {
+      bool gone = false;
+      if (watching) {
+        auto [error] = co_await socket.async_wait(tcp::socket::wait_read, nothrow_awaitable);
+        if (waiter.finished) break;
+        if (stopping_ || (error && error != asio::error::operation_aborted)) {
+          gone = true;
+        } else if (!error) {
+          const peeked seen = peek_connection(socket);
+          gone = seen == peeked::closed;
+          watching = seen == peeked::nothing;
+        }
+      } else {
+        current.timer.expires_at(asio::steady_timer::time_point::max());
+        co_await current.timer.async_wait(nothrow_awaitable);
+        if (waiter.finished) break;
+        gone = stopping_;
+      }
+      if (gone) {
+        if (!stopping_) {
+          job->waiter = nullptr; // its work goes on, for nobody
+          ++capacity_abandoned_pending_;
+        }
+        co_return false;
+      }
+    }
+    if (stopping_) co_return false;
+
+    response_plan plan;
+    plan.headers.push_back({"X-Capacity-Queued-Ms", std::to_string(to_ms(waiter.queued))});
+    plan.headers.push_back({"X-Capacity-Start", std::to_string(waiter.started)});
+    bool taken = false;
+    const bool keep = co_await perform(stream, current, plan, asked, clock_(), &taken);
+    if (stopping_) co_return false;
+    // The work was done, but its answer did not reach the client: wasted too.
+    if (taken) ++capacity_served_;
+    else ++capacity_wasted_;
+    co_return keep;
+  }
+
+  // The oldest waiting job goes to a worker from `at` on (now, or in the
+  // past: see finish_capacity_work).
+  void start_capacity_job(std::chrono::steady_clock::time_point at) {
+    const auto job = capacity_queue_.begin();
+    job->started = at;
+    ++capacity_started_;
+    if (job->waiter) {
+      job->waiter->started = capacity_started_;
+      job->waiter->queued = at - job->admitted;
+    }
+    // capacity_running_ stays in order of start, hence of end.
+    auto place = capacity_running_.end();
+    while (place != capacity_running_.begin() && std::prev(place)->started > at) --place;
+    capacity_running_.splice(place, capacity_queue_, job);
+  }
+
+  // Gives free workers the oldest waiting jobs.
+  void dispatch_capacity() {
+    const auto now = std::chrono::steady_clock::now();
+    while (capacity_running_.size() < capacity_workers_ && !capacity_queue_.empty()) start_capacity_job(now);
+    capacity_high_water_ = std::max(capacity_high_water_, capacity_queue_.size());
+    if (capacity_timer_armed_ || capacity_running_.empty() || stopping_) return;
+    capacity_timer_armed_ = true;
+    capacity_timer_.expires_at(capacity_running_.front().started + capacity_.service_time);
+    capacity_timer_.async_wait([self = shared_from_this()](const error_code& error) {
+      self->capacity_timer_armed_ = false;
+      if (!error && !self->stopping_) self->finish_capacity_work();
+    });
+  }
+
+  // The jobs whose service time is over leave their workers. Workers keep
+  // to the clock, not to the timer that tells of them: a worker freed at its
+  // job's end takes the next waiting job from that moment on, even when the
+  // timer fires late (a busy machine), so that the capacity stays workers /
+  // service time. Only the answers leave as late as the timer.
+  void finish_capacity_work() {
+    const auto now = std::chrono::steady_clock::now();
+    while (!capacity_running_.empty() && capacity_running_.front().started + capacity_.service_time <= now) {
+      capacity_job& job = capacity_running_.front();
+      const auto end = job.started + capacity_.service_time;
+      capacity_busy_ += std::max(end - std::max(job.started, capacity_since_), std::chrono::steady_clock::duration{});
+      ++capacity_completed_;
+      if (job.waiter) {
+        job.waiter->finished = true;
+        error_code ignored;
+        job.waiter->socket->cancel(ignored); // ends the watch
+        job.waiter->timer->cancel();
+      } else {
+        ++capacity_wasted_;
+        --capacity_abandoned_pending_;
+      }
+      capacity_running_.pop_front();
+      if (capacity_running_.size() < capacity_workers_ && !capacity_queue_.empty())
+        start_capacity_job(std::max(end, capacity_queue_.front().admitted));
+    }
+    dispatch_capacity();
+  }
+
+  void reset_capacity_counters() {
+    capacity_admitted_ = capacity_rejected_ = capacity_completed_ = capacity_served_ = capacity_wasted_ = 0;
+    capacity_busy_ = {};
+    capacity_high_water_ = capacity_queue_.size();
+    capacity_since_ = std::chrono::steady_clock::now(); // running work counts from here
+  }
+
+  // /_capacity[?workers=N]: sets the number of workers if asked, then
+  // reports. Growing starts waiting jobs at once; shrinking lets running
+  // work finish.
+  response_plan control_capacity(std::string_view query) {
+    if (!query.empty()) {
+      constexpr std::string_view name = "workers=";
+      const std::string_view value = query.starts_with(name) ? query.substr(name.size()) : std::string_view{};
+      std::size_t workers = 0;
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), workers);
+      if (!query.starts_with(name))
+        return text_reply(400, "/_capacity takes one option, workers=N (1 to " +
+                                   std::to_string(most_capacity_workers) + "), got " + quoted(query));
+      if (value.empty() || error != std::errc{} || end != value.data() + value.size() || workers < 1 ||
+          workers > most_capacity_workers)
+        return text_reply(400, "workers must be a whole number from 1 to " + std::to_string(most_capacity_workers) +
+                                   ", got " + quoted(value));
+      capacity_workers_ = workers;
+      dispatch_capacity();
+    }
+    return json_reply(capacity_json());
+  }
+
+  json::object capacity_json() const {
+    const auto now = std::chrono::steady_clock::now();
+    auto busy = capacity_busy_;
+    for (const capacity_job& job : capacity_running_)
+      busy += std::clamp<std::chrono::steady_clock::duration>(now - std::max(job.started, capacity_since_), {},
+                                                               capacity_.service_time);
+    return json::object{{"workers", capacity_workers_},
+                        {"service_ms", capacity_.service_time.count()},
+                        {"queue_limit", capacity_.queue_limit},
+                        {"queue_length", capacity_queue_.size()},
+                        {"queue_high_water", capacity_high_water_},
+                        {"busy_workers", capacity_running_.size()},
+                        {"admitted", capacity_admitted_},
+                        {"rejected", capacity_rejected_},
+                        {"completed", capacity_completed_},
+                        {"served", capacity_served_},
+                        {"wasted", capacity_wasted_},
+                        {"abandoned_pending", capacity_abandoned_pending_},
+                        {"busy_ms", to_ms(busy)},
+                        {"since_ms", to_ms(now - capacity_since_)}};
   }
 
   tcp::acceptor acceptor_;
@@ -583,6 +838,24 @@ private:
   std::map<std::string, sequence_state, std::less<>> sequence_positions_; // guarded by mutex_
   std::list<std::string_view> sequence_order_; // names in sequence_positions_, least recently used first; guarded by mutex_
   std::uint64_t sequences_evicted_ = 0;        // guarded by mutex_
+
+  // The capacity route's state, touched only on strand_.
+  const capacity_options capacity_;
+  std::size_t capacity_workers_;
+  asio::steady_timer capacity_timer_; // the oldest running job's end
+  bool capacity_timer_armed_ = false;
+  std::list<capacity_job> capacity_queue_;   // waiting, oldest first; at most queue_limit
+  std::list<capacity_job> capacity_running_; // at workers, oldest first
+  std::size_t capacity_high_water_ = 0;      // of capacity_queue_.size()
+  std::uint64_t capacity_started_ = 0;       // jobs given a worker, ever (their service order)
+  std::uint64_t capacity_admitted_ = 0;      // the counters below since the start or /_reset
+  std::uint64_t capacity_rejected_ = 0;
+  std::uint64_t capacity_completed_ = 0;
+  std::uint64_t capacity_served_ = 0;
+  std::uint64_t capacity_wasted_ = 0;
+  std::uint64_t capacity_abandoned_pending_ = 0; // jobs whose client has gone, their work not yet done
+  std::chrono::steady_clock::duration capacity_busy_{};
+  std::chrono::steady_clock::time_point capacity_since_ = std::chrono::steady_clock::now();
 };
 
 fault_server::fault_server(boost::asio::io_context& io, fault_server_options options)
@@ -608,7 +881,10 @@ std::vector<logged_request> fault_server::log() const { return state_->log(); }
 
 std::uint64_t fault_server::log_dropped() const { return state_->log_dropped(); }
 
-void fault_server::clear() { state_->clear(); }
+void fault_server::clear() {
+  state_->clear();
+  boost::asio::dispatch(state_->strand_, [state = state_] { state->reset_capacity(); });
+}
 
 fault_server_counters fault_server::counters() const { return state_->counters(); }
 

@@ -28,7 +28,13 @@
 //   /_log                      the request log as JSON (not itself logged)
 //                              with the count of requests it no longer holds,
 //                              of sequences forgotten and of requests refused
-//   /_reset                    forgets all sequences and the log (not logged)
+//   /_reset                    forgets all sequences and the log (not logged),
+//                              and zeroes the capacity counters
+//   /capacity/{anything}       waits in a FIFO queue for one of a fixed number
+//                              of workers, holds it for the service time (on a
+//                              timer), then 200 (capacity_options)
+//   /_capacity[?workers=N]     the capacity counters as JSON, after setting the
+//                              number of workers to N if asked (not logged)
 //
 // Against hostile clients every read is bounded (fault_server_options::limits:
 // header and body sizes, the read buffer that bounds chunk-size lines and
@@ -42,6 +48,31 @@
 // Anything else, and any script it cannot follow, gets a 400 whose plain-text
 // body names the problem.
 namespace coretry::faults {
+
+/// The capacity route, `/capacity/{anything}`: a server of `workers` workers
+/// in front of one FIFO queue. A request waits in the queue for a free
+/// worker, then holds that worker for `service_time`, spent on a timer (not
+/// the CPU), then is answered 200. As in most servers, the queue works off
+/// every request it took even when its client has gone: an abandoned request
+/// still holds a worker for its full service time when its turn comes (its
+/// work is then counted as wasted). A request that finds every worker busy
+/// and `queue_limit` requests already waiting is answered 503 at once.
+struct capacity_options {
+  /// 1 to most_capacity_workers; changeable while the server runs
+  /// (`/_capacity?workers=N`).
+  std::size_t workers = 8;
+  /// 0 to longest_service_time.
+  std::chrono::milliseconds service_time{25};
+  /// Requests waiting (not yet at a worker), 0 to most_capacity_queue.
+  std::size_t queue_limit = 100000;
+};
+
+inline constexpr std::size_t most_capacity_workers = 10000;
+inline constexpr std::chrono::milliseconds longest_service_time{60000};
+inline constexpr std::size_t most_capacity_queue = 1000000;
+
+/// A description of the first value out of bounds, or nullopt.
+std::optional<std::string> validate(const capacity_options& options);
 
 struct fault_server_options {
   /// IP:PORT to listen on, IPv6 as [ADDRESS]:PORT; port 0 picks a free one.
@@ -71,6 +102,8 @@ struct fault_server_options {
   /// is closed to admit a new one; with none idle, new ones wait in the
   /// listen backlog until one closes.
   std::size_t max_clients = 512;
+  /// The capacity route's workers, service time and queue bound.
+  capacity_options capacity{};
   /// The wall clock for Date and Retry-After dates, read once per response;
   /// system_clock::now when empty.
   std::function<std::chrono::system_clock::time_point()> clock;
@@ -136,7 +169,8 @@ public:
   std::vector<logged_request> log() const;
   /// How many requests fell out of the log because it was full.
   std::uint64_t log_dropped() const;
-  /// Forgets the log and all sequence positions, like a request to /_reset.
+  /// Forgets the log and all sequence positions, like a request to /_reset
+  /// (the capacity counters are zeroed on the server's strand, soon after).
   void clear();
   /// The refusals and evictions so far.
   fault_server_counters counters() const;

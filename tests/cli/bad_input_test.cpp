@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 using namespace cli_tests;
@@ -120,17 +121,24 @@ TEST_CASE("cli: bad input: the other subcommands") {
     CHECK(r.err_lines()[0].find("--log-limit") != std::string::npos);
   }
 
-  for (const auto& [option, value] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"--header-timeout", "0"}, {"--header-timeout", "-1"}, {"--header-timeout", "soon"},
-           {"--keep-alive-timeout", "0"}, {"--keep-alive-timeout", "1e3"}, {"--keep-alive-timeout", "90000"},
-           {"--send-timeout", "0"}, {"--send-timeout", "soon"}, {"--send-timeout", "90000"},
-           {"--max-clients", "0"}, {"--max-clients", "100001"}, {"--max-clients", "many"}}) {
+  // Each refusal names its option and, where given, the problem.
+  for (const auto& [option, value, named] : std::initializer_list<std::tuple<const char*, const char*, const char*>>{
+           {"--header-timeout", "0", ""}, {"--header-timeout", "-1", ""}, {"--header-timeout", "soon", ""},
+           {"--keep-alive-timeout", "0", ""}, {"--keep-alive-timeout", "1e3", ""},
+           {"--keep-alive-timeout", "90000", ""},
+           {"--send-timeout", "0", ""}, {"--send-timeout", "soon", ""}, {"--send-timeout", "90000", ""},
+           {"--max-clients", "0", ""}, {"--max-clients", "100001", ""}, {"--max-clients", "many", ""},
+           {"--workers", "0", "outside 1 to 10000"}, {"--workers", "10001", "outside 1 to 10000"},
+           {"--workers", "eight", "not a whole number"}, {"--service-ms", "60001", "outside 0 to 60000"},
+           {"--service-ms", "-5", ""}, {"--service-ms", "2.5", "not a whole number"},
+           {"--queue-limit", "1000001", "outside 0 to 1000000"}, {"--queue-limit", "", "got nothing"}}) {
     CAPTURE(option);
     CAPTURE(value);
     r = run({"faults", option, value});
     CHECK(r.status == 2);
     REQUIRE(r.err_lines().size() == 1);
     CHECK(r.err_lines()[0].find(option) != std::string::npos);
+    CHECK(r.err_lines()[0].find(named) != std::string::npos);
   }
 
   r = run({"nonsense"});

@@ -113,3 +113,18 @@ TEST_CASE("cli: help pages: description, grouped options, exit statuses, example
   CHECK(r.status == 0);
   CHECK(r.out.starts_with("coretry "));
 }
+
+TEST_CASE("cli: faults --workers --service-ms --queue-limit set the capacity route, /_capacity reports them") {
+  auto server = start_faults({"--listen", "127.0.0.1:0", "--workers", "3", "--service-ms", "5", "--queue-limit", "7"});
+  auto r = run({"fetch", server.base_url() + "/capacity/book-1"});
+  CHECK(r.status == 0);
+  r = run({"fetch", server.base_url() + "/_capacity?workers=2"});
+  REQUIRE(r.status == 0);
+  const auto counters = boost::json::parse(r.out).as_object();
+  CHECK(counters.at("workers").to_number<int>() == 2);
+  CHECK(counters.at("service_ms").to_number<int>() == 5);
+  CHECK(counters.at("queue_limit").to_number<int>() == 7);
+  CHECK(counters.at("served").to_number<int>() == 1);
+  const auto stopped = server.stop(SIGTERM, 5s);
+  CHECK(stopped.status == 0);
+}

@@ -172,8 +172,9 @@ elseif(MODE STREQUAL "fetchcontent")
   # for neither OpenSSL nor Boost.URL, define no coretry::http and link
   # neither from the engine's targets (fetchcontent/CMakeLists.txt), and the
   # engine consumer's targets must resolve. Building would compile coretry's
-  # engine, testing and prometheus libraries with the very commands of the
-  # build under test (CORETRY_BUILD_HTTP changes nothing in them), and link
+  # engine, testing and prometheus libraries from the sources, with the
+  # definitions and options, that the build under test compiles them with
+  # (CORETRY_BUILD_HTTP changes nothing in them), and link
   # and run the engine consumer the way find_package_consumer does, against
   # build-tree targets the way add_subdirectory_consumer does.
   build_consumer("${SOURCE_DIR}/fetchcontent" "-DCORETRY_SOURCE_DIR=${SOURCE_TREE}" CONFIGURE_ONLY)

@@ -5,9 +5,12 @@
 #                  lists, an unknown component among them
 #   pkg_config     install, then compile one-file programs with the flags
 #                  pkg-config gives for coretry's .pc files
-#   add_subdirectory, fetchcontent
-#                  build subdirectory/ or fetchcontent/, which build coretry
-#                  from SOURCE_TREE themselves, and run their programs
+#   add_subdirectory
+#                  build subdirectory/, which builds coretry (header-only)
+#                  from SOURCE_TREE itself, and run its programs
+#   fetchcontent   configure fetchcontent/, which takes coretry from
+#                  SOURCE_TREE with FetchContent and CORETRY_BUILD_HTTP=OFF
+#                  and checks what that defines, looks for and links
 # Inputs: MODE, BUILD_DIR, SOURCE_DIR (this directory), SOURCE_TREE (coretry's
 # top level), WORK_DIR, CXX_COMPILER, CXX_FLAGS, LINKER_FLAGS, BUILD_TYPE,
 # LAUNCHER, SEPARATE_COMPILATION.
@@ -27,16 +30,30 @@ function(install_coretry)
 endfunction()
 
 # Configures and builds the consumer project in `source`, with the flags of
-# the build under test.
+# the build under test. TARGETS: build only these (and what they link), not
+# the whole project; DEBUG_FLAGS: CMAKE_CXX_FLAGS_DEBUG instead of CMake's
+# default -g; CONFIGURE_ONLY: configure and generate, build nothing. The rest
+# of the arguments go to the configure step.
 function(build_consumer source)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "CONFIGURE_ONLY" "DEBUG_FLAGS" "TARGETS")
   set(args -S "${source}" -B "${WORK_DIR}/build" -G Ninja
       "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}"
-      "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}" ${ARGN})
+      "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}" ${arg_UNPARSED_ARGUMENTS})
+  if(DEFINED arg_DEBUG_FLAGS)
+    list(APPEND args "-DCMAKE_CXX_FLAGS_DEBUG=${arg_DEBUG_FLAGS}")
+  endif()
   if(LAUNCHER)
     list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
   endif()
   run("configuring the consumer" "${CMAKE_COMMAND}" ${args})
-  run("building the consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
+  if(arg_CONFIGURE_ONLY)
+    return()
+  endif()
+  set(targets "")
+  if(arg_TARGETS)
+    set(targets --target ${arg_TARGETS})
+  endif()
+  run("building the consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" ${targets})
 endfunction()
 
 # Runs the consumers' programs and checks what they print.
@@ -137,19 +154,30 @@ elseif(MODE STREQUAL "pkg_config")
   check_engine_consumer("${WORK_DIR}/bin/engine_consumer")
   check_http_consumer("${WORK_DIR}/bin/consumer")
 
-elseif(MODE STREQUAL "add_subdirectory" OR MODE STREQUAL "fetchcontent")
-  if(MODE STREQUAL "add_subdirectory")
-    set(project subdirectory)
-  else()
-    set(project fetchcontent)
-  endif()
-  build_consumer("${SOURCE_DIR}/${project}" "-DCORETRY_SOURCE_DIR=${SOURCE_TREE}")
-  if(EXISTS "${WORK_DIR}/build/consumer")
-    check_http_consumer("${WORK_DIR}/build/consumer")
-  elseif(MODE STREQUAL "add_subdirectory")
-    message(FATAL_ERROR "the add_subdirectory consumer built no HTTP program")
-  endif()
+elseif(MODE STREQUAL "add_subdirectory")
+  # coretry built again inside the user's build, header-only, with the HTTP
+  # client. What this checks is how coretry behaves as a subproject (no
+  # separate compilation imposed, its targets usable from the build tree),
+  # so it builds the two programs and what they link, nothing else of
+  # coretry's (not coretry::redis), and without debug information (-g0 as a
+  # Debug build's flags; the flags of the build under test otherwise).
+  build_consumer("${SOURCE_DIR}/subdirectory" "-DCORETRY_SOURCE_DIR=${SOURCE_TREE}"
+                 TARGETS consumer engine_consumer DEBUG_FLAGS "-g0")
+  check_http_consumer("${WORK_DIR}/build/consumer")
   check_engine_consumer("${WORK_DIR}/build/engine_consumer")
+
+elseif(MODE STREQUAL "fetchcontent")
+  # Configures and generates only. What this mode checks happens there:
+  # FetchContent takes coretry with CORETRY_BUILD_HTTP=OFF, which must look
+  # for neither OpenSSL nor Boost.URL, define no coretry::http and link
+  # neither from the engine's targets (fetchcontent/CMakeLists.txt), and the
+  # engine consumer's targets must resolve. Building would compile coretry's
+  # engine, testing and prometheus libraries from the sources, with the
+  # definitions and options, that the build under test compiles them with
+  # (CORETRY_BUILD_HTTP changes nothing in them), and link
+  # and run the engine consumer the way find_package_consumer does, against
+  # build-tree targets the way add_subdirectory_consumer does.
+  build_consumer("${SOURCE_DIR}/fetchcontent" "-DCORETRY_SOURCE_DIR=${SOURCE_TREE}" CONFIGURE_ONLY)
 
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")

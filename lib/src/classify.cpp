@@ -32,7 +32,9 @@ verdict classify_outcome(stop_reason inner) noexcept {
   case stop_reason::budget_exhausted: return verdict::transient("inner_budget_exhausted");
   case stop_reason::outcome_unknown: return verdict::transient("inner_outcome_unknown");
   case stop_reason::dependency_unhealthy: return verdict::transient("inner_dependency_unhealthy");
-  case stop_reason::concurrency_limited: return verdict::transient("inner_concurrency_limited");
+  // The inner layer refused for want of a permit: a sign of overload to the
+  // outer layer's own limit.
+  case stop_reason::concurrency_limited: return verdict::transient("inner_concurrency_limited").overloaded();
   case stop_reason::rejected: return verdict::permanent("inner_rejected");
   case stop_reason::cancelled: return verdict::permanent("inner_cancelled", delivery::unknown);
   }

@@ -124,10 +124,11 @@ decision decision_core::begin(duration origin, const latency_snapshot* observed)
   return admit(duration::zero(), d, true);
 }
 
-limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned) noexcept {
-  if (abandoned) return limit_signal::ignored;
+limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned, bool cut_short) noexcept {
+  if (abandoned || (timed_out && cut_short)) return limit_signal::ignored;
   if (timed_out || v.overload) return limit_signal::drop;
-  return limit_signal::sample;
+  if (v.status == attempt_status::success || v.delivered == delivery::answered) return limit_signal::sample;
+  return limit_signal::ignored;
 }
 
 decision decision_core::no_permit(duration elapsed, bool first) {
@@ -137,7 +138,10 @@ decision decision_core::no_permit(duration elapsed, bool first) {
   duration wait = std::min(o.max_wait, policy_.min_attempt_allowance > usable_after(elapsed)
                                            ? duration::zero()
                                            : usable_after(elapsed) - policy_.min_attempt_allowance);
-  if (o.max_waiters == 0 || wait <= duration::zero()) return permit_refused();
+  if (o.max_waiters == 0 || wait <= duration::zero()) {
+    permits_->count_refusal();
+    return permit_refused();
+  }
   permit_for_ = first ? awaiting::first : awaiting::retry;
   return decision::wait_permit(wait);
 }
@@ -156,7 +160,18 @@ decision decision_core::admit(duration elapsed, decision d, bool first) {
   }
   ++attempts_;
   last_start_ = elapsed;
+  permit_held_ = permits_ != nullptr;
   return d;
+}
+
+void decision_core::attempt_not_started(duration elapsed) noexcept {
+  if (std::exchange(permit_held_, false)) permit_unused(elapsed);
+}
+
+void decision_core::permit_wait_cancelled(duration elapsed, bool granted) noexcept {
+  permit_for_ = awaiting::nothing;
+  if (granted) permit_unused(elapsed);
+  end_probe();
 }
 
 decision decision_core::permit_granted(duration elapsed, const latency_snapshot* observed) {
@@ -185,7 +200,10 @@ void decision_core::permit_unused(duration elapsed) noexcept {
   permits_->release(saturating_add(origin_, elapsed), duration::zero(), limit_signal::ignored);
 }
 
-decision_core::~decision_core() { end_probe(); }
+decision_core::~decision_core() {
+  end_probe();
+  if (permit_held_) permit_unused(last_start_);
+}
 
 void decision_core::end_probe() noexcept {
   if (gate_ && probe_ != 0) gate_->probe_ended(std::exchange(probe_, 0));
@@ -330,6 +348,7 @@ hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, b
   }
   ++attempts_;
   last_start_ = elapsed;
+  permit_held_ = permits_ != nullptr;
   return {action::send, start.allowance, {}, ticket};
 }
 

@@ -176,6 +176,7 @@ TEST_CASE("limit engine: with the queue full, or no wait allowed, the refusal is
     CHECK(t.results[1]->reason == stop_reason::concurrency_limited);
     CHECK(t.completed_at[1] == 0ms);
     CHECK(t.events.waits.empty());
+    CHECK(t.limit.totals().refused == 1); // counted, though the limit was never asked to queue it
   }
   SUBCASE("queue full") {
     limited_run t(fixed_limit(1, 5ms, 1));
@@ -301,4 +302,28 @@ TEST_CASE("limit engine: an operation waiting for a permit when its context is d
   CHECK(limit.waiting() == 0);
   CHECK(limit.in_flight() == 0);
   CHECK(token.use_count() == 1);
+}
+
+TEST_CASE("limit engine: an operation destroyed before its first step gives back the permit it was given") {
+  coretry::concurrency_limit limit(fixed_limit(1, 0ms));
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    asio::io_context io;
+    coretry::retry_options o = idempotent();
+    o.limit = &limit;
+    fake_dependency never({{1ms}});
+    // Started from outside the context: the first attempt is a step queued
+    // on the operation's strand, with its permit already taken.
+    coretry::async_retry<manual_timer>(io.get_executor(), limited_policy(), o, never.factory(), status_classifier{},
+                                       [](std::exception_ptr, coretry::outcome<int>) { FAIL("ran"); });
+    CHECK(limit.in_flight() == 1);
+  } // destroyed unrun
+  CHECK(limit.in_flight() == 0);
+  // And the limit still admits: a later operation gets its permit.
+  limited_run t(fixed_limit(1, 0ms));
+  fake_dependency once({{1ms}});
+  t.options.limit = &limit;
+  t.start(limited_policy(), once.factory());
+  t.runner.run();
+  CHECK(t.results[0]->reason == stop_reason::succeeded);
 }

@@ -37,7 +37,17 @@ TEST_CASE("verdict: the default classifier marks timeouts and refused connection
   CHECK(coretry::limit_signal_of(timeout, true, false) == limit_signal::drop);
   CHECK(coretry::limit_signal_of(reset, true, false) == limit_signal::drop); // timed out, whatever the classifier says
   CHECK(coretry::limit_signal_of(refused, false, false) == limit_signal::drop);
-  CHECK(coretry::limit_signal_of(reset, false, false) == limit_signal::sample);
   CHECK(coretry::limit_signal_of(coretry::verdict::success(), false, false) == limit_signal::sample);
+  CHECK(coretry::limit_signal_of(coretry::verdict::transient("http_500", coretry::delivery::answered), false, false) ==
+        limit_signal::sample);
+  // A failure that says nothing of the dependency's latency (a name that did
+  // not resolve, a connection found closed) is no sample: a burst of them
+  // must not become the baseline.
+  CHECK(coretry::limit_signal_of(reset, false, false) == limit_signal::ignored);
+  CHECK(coretry::limit_signal_of(coretry::classify_error(boost::asio::error::host_not_found), false, false) ==
+        limit_signal::ignored);
   CHECK(coretry::limit_signal_of(timeout, true, true) == limit_signal::ignored); // cancelled or superseded
+  // Timed out at the overall deadline, before its own limit: out of time, not a drop.
+  CHECK(coretry::limit_signal_of(timeout, true, false, true) == limit_signal::ignored);
+  CHECK(coretry::limit_signal_of(refused, false, false, true) == limit_signal::drop);
 }

@@ -116,6 +116,9 @@ public:
   /// Gives a permit back after its attempt ended at `now`, `latency` after
   /// it started, telling what it showed. A waiting attempt gets the permit.
   void release(duration now, duration latency, limit_signal signal) noexcept;
+  /// Counts a refusal made without asking wait() (the caller allowed no
+  /// wait, or had no time left for one), so that totals() shows every one.
+  void count_refusal() noexcept { refused_.fetch_add(1, std::memory_order_relaxed); }
 
   /// The limit in force (after a decrease it may be below in_flight:
   /// nothing is revoked, and no permit is handed out until in_flight is

@@ -41,9 +41,13 @@ struct decision {
 
 /// What an attempt's end tells the concurrency limit: nothing when it was
 /// `abandoned` (cancelled by the caller, or superseded by another attempt's
-/// result), a drop when it timed out or its verdict says overload, else a
-/// latency sample.
-limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned) noexcept;
+/// result) or `cut_short` (it timed out at the operation's overall deadline,
+/// before its own limit); a drop when it timed out or its verdict says
+/// overload; its latency when the dependency answered (a success, or a
+/// failure delivered as an answer); nothing otherwise (a failure that says
+/// nothing of the dependency's latency: a name that did not resolve, a
+/// certificate refused, a connection found closed).
+limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned, bool cut_short = false) noexcept;
 
 /// What to do about a hedge (policy::hedging): a backup attempt sent while
 /// others are still running.
@@ -139,6 +143,18 @@ public:
   /// completed, cancellation included), `latency` after it started: gives
   /// the permit back, telling the limit `signal` (limit_signal_of).
   void permit_over(duration elapsed, duration latency, limit_signal signal) noexcept;
+  /// The attempt the core answered start_attempt (or a hedge's send) for is
+  /// running: its permit is now its own, given back with permit_over when it
+  /// ends. Until then the core holds it, and gives it back when the attempt
+  /// is never started (attempt_not_started, or the core's destruction).
+  void attempt_started() noexcept { permit_held_ = false; }
+  /// The attempt answered for was not started (its factory threw, the
+  /// caller cancelled first): its permit goes back.
+  void attempt_not_started(duration elapsed) noexcept;
+  /// The caller cancelled while the operation waited for a permit:
+  /// `granted` says whether one had been handed over (it goes back). A
+  /// probe the gate admitted goes back too.
+  void permit_wait_cancelled(duration elapsed, bool granted) noexcept;
 
   /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
   /// running: due `hedging.delay` after the latest attempt started, or at
@@ -224,6 +240,7 @@ private:
   duration hedge_hold_{};    // no hedge before this (a server's delay)
   enum class awaiting : unsigned char { nothing, first, retry };
   awaiting permit_for_ = awaiting::nothing; // wait_permit answered for this attempt
+  bool permit_held_ = false; // a permit for an attempt answered for and not yet started
 };
 
 } // namespace coretry

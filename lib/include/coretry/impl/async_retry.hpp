@@ -225,8 +225,7 @@ private:
     // the strand while this call was still arming its deadline.
     boost::asio::dispatch(strand_, make_step([first](retry_op& op) {
                             if (op.cancel_requested()) {
-                              if (first.what == decision::action::start_attempt)
-                                op.core_.permit_over(duration::zero(), duration::zero(), limit_signal::ignored);
+                              op.core_.attempt_not_started(duration::zero());
                               return op.finish(stop_reason::cancelled);
                             }
                             op.act(first);
@@ -271,6 +270,7 @@ private:
       waiting_permit_ = false;
       if (deadlines_.remove(wake_)) release(true);
       report_permit_wait(false);
+      core_.permit_wait_cancelled(elapsed(), false);
       finish(stop_reason::cancelled);
       break;
     case phase::starting: // the first step looks at the request
@@ -329,7 +329,7 @@ private:
     }
     decided_at_ = elapsed();
     if (cancel_requested()) {
-      core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
+      core_.permit_wait_cancelled(decided_at_, true);
       return finish(stop_reason::cancelled);
     }
     const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, decided_at_));
@@ -338,10 +338,15 @@ private:
 
   // The wait for a permit ended without one, unless one is on its way.
   void on_permit_wait_over() {
-    if (core_.limit()->cancel_wait(*this) == concurrency_limit::cancel_result::granted) return;
+    const bool cancelled = cancel_requested(); // its step may come after this one: the caller's request wins
+    if (core_.limit()->cancel_wait(*this, !cancelled) == concurrency_limit::cancel_result::granted) return;
     waiting_permit_ = false;
     report_permit_wait(false);
     decided_at_ = elapsed();
+    if (cancelled) {
+      core_.permit_wait_cancelled(decided_at_, false);
+      return finish(stop_reason::cancelled);
+    }
     act(core_.permit_refused());
   }
 
@@ -388,7 +393,7 @@ private:
     } catch (...) {
       exception_ = std::current_exception();
       core_.probe_over(probe);
-      core_.permit_over(at, duration::zero(), limit_signal::ignored);
+      core_.attempt_not_started(at);
       // A hedge's factory: the attempts in flight are wound down first, and
       // the last to finish delivers the exception.
       if (lanes_.in_flight() > 0) return wind_down();
@@ -398,6 +403,7 @@ private:
       return;
     }
     phase_ = phase::attempting;
+    core_.attempt_started(); // its permit, if any, is now the lane's
     // With hedging, the gate's probe ticket goes with the attempt that
     // carries it, and is given back when that attempt ends.
     if (hedging() && kind != attempt_kind::hedge) probe = core_.take_probe();
@@ -534,8 +540,11 @@ private:
     if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
     if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
     core_.probe_over(probe);
+    // A timeout at the overall deadline, before the attempt's own limit,
+    // says only that the operation ran out of time.
     core_.permit_over(record.end, record.end - record.start,
-                      limit_signal_of(record.classified, done.error == attempt_error::timed_out, cancelled));
+                      limit_signal_of(record.classified, done.error == attempt_error::timed_out, cancelled,
+                                      record.allowance < core_.attempt_limit()));
     if (cancelled) {
       if (last) return finish(stop_reason::cancelled);
       stopping_ = stop_reason::cancelled; // the others have been told already

@@ -15,7 +15,9 @@
 //    success recorded); the ratio of the two is printed after the rows. It
 //    runs a third time with an observed attempt limit from a
 //    latency_tracker the round's operations share; the ratio to the fixed
-//    limit is printed too.
+//    limit is printed too; and a fourth time with an adaptive concurrency
+//    limit the round's operations share (a permit taken and given back, a
+//    latency sample recorded, per attempt), with its ratio to none.
 // 2. Backoff: `pending` operations whose first attempt fails, all asleep in a
 //    one-hour backoff at once; reports heap bytes per pending operation, then
 //    the time to cancel them all and see every handler run.
@@ -128,14 +130,15 @@ measurement run_direct_with_deadline(int operations) {
 /// `gate` (if any) every attempt's result; with `tracker`, every attempt's
 /// limit is observed from it (p99.9 x 1.5) and every result recorded into it.
 measurement run_retry(int operations, context_kind kind, coretry::retry_gate* gate = nullptr,
-                      coretry::latency_tracker* tracker = nullptr) {
-  return measure(operations, kind, [operations, gate, tracker](asio::io_context& io) -> asio::awaitable<void> {
+                      coretry::latency_tracker* tracker = nullptr, coretry::concurrency_limit* limit = nullptr) {
+  return measure(operations, kind, [operations, gate, tracker, limit](asio::io_context& io) -> asio::awaitable<void> {
     coretry::policy p;
     if (tracker) p.observed = coretry::observed_limit{};
     coretry::retry_options options;
     options.safety = coretry::repeat_safety::idempotent;
     options.gate = gate;
     options.tracker = tracker;
+    options.limit = limit;
     const auto ex = co_await asio::this_coro::executor;
     for (int i = 0; i < operations; ++i) {
       auto result = co_await coretry::async_retry(
@@ -162,6 +165,34 @@ measurement run_retry_with_gate(int operations) {
 measurement run_retry_observed(int operations) {
   coretry::latency_tracker tracker;
   return run_retry(operations, context_kind::single_threaded, nullptr, &tracker);
+}
+
+/// async_retry on the single-threaded io_context with an adaptive
+/// concurrency limit every operation of the run shares (the defaults: one
+/// attempt at a time never waits).
+measurement run_retry_limited(int operations) {
+  coretry::concurrency_limit limit;
+  const measurement m = run_retry(operations, context_kind::single_threaded, nullptr, nullptr, &limit);
+  if (limit.in_flight() != 0 || limit.totals().acquired != static_cast<std::uint64_t>(operations)) std::abort();
+  return m;
+}
+
+/// The median and quartiles of `b`'s ns/op over `a`'s in back-to-back pairs
+/// of `operations`, in alternating order (the machine's speed drifts between
+/// rounds far apart in time).
+template <class A, class B>
+void print_pairs(const char* what, int operations, A a, B b) {
+  constexpr int pairs = 21;
+  std::vector<double> ratios;
+  for (int i = 0; i < pairs; ++i) {
+    const bool b_first = i % 2 == 1;
+    const measurement first = b_first ? b(operations) : a(operations);
+    const measurement second = b_first ? a(operations) : b(operations);
+    ratios.push_back(b_first ? first.ns_per_op / second.ns_per_op : second.ns_per_op / first.ns_per_op);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("  %s, %d back-to-back pairs of %d operations: median %.3f x ns/op (quartiles %.3f and %.3f)\n", what,
+              pairs, operations, ratios[pairs / 2], ratios[pairs / 4], ratios[3 * pairs / 4]);
 }
 
 void bench_backoff(int pending) {
@@ -221,24 +252,29 @@ int main(int argc, char** argv) {
   run_retry(operations / 10, context_kind::on_strand);
   run_retry_with_gate(operations / 10);
   run_retry_observed(operations / 10);
+  run_retry_limited(operations / 10);
   constexpr int rounds = 5;
-  constexpr int kinds = 7;
+  constexpr int kinds = 8;
   constexpr int plain = 2; // async_retry, single-threaded io_context, no gate
   constexpr int gated = 5; // the same with a local_gate
   constexpr int observed = 6; // the same with an observed limit
+  constexpr int limited = 7;  // the same with a concurrency limit
   const char* names[kinds] = {"direct co_await", "direct, hand-made deadline",
                               "async_retry, single-threaded io_context", "async_retry, strand per op",
                               "async_retry, caller's strand", "async_retry, single-threaded, local_gate",
-                              "async_retry, single-threaded, observed limit"};
+                              "async_retry, single-threaded, observed limit",
+                              "async_retry, single-threaded, concurrency limit"};
   measurement sums[kinds] = {};
   double ratio_min = 0, ratio_max = 0; // of the rounds' gate/no-gate ns/op
   double observed_min = 0, observed_max = 0; // of the rounds' observed/fixed limit ns/op
+  double limited_min = 0, limited_max = 0;   // of the rounds' limit/no limit ns/op
   for (int r = 0; r < rounds; ++r) {
     const measurement m[kinds] = {run_direct(operations), run_direct_with_deadline(operations),
                                   run_retry(operations, context_kind::single_threaded),
                                   run_retry(operations, context_kind::shared),
                                   run_retry(operations, context_kind::on_strand),
-                                  run_retry_with_gate(operations), run_retry_observed(operations)};
+                                  run_retry_with_gate(operations), run_retry_observed(operations),
+                                  run_retry_limited(operations)};
     for (int i = 0; i < kinds; ++i) {
       sums[i].ns_per_op += m[i].ns_per_op / rounds;
       sums[i].allocs_per_op += m[i].allocs_per_op / rounds;
@@ -249,6 +285,9 @@ int main(int argc, char** argv) {
     const double observed_ratio = m[observed].ns_per_op / m[plain].ns_per_op;
     observed_min = r == 0 ? observed_ratio : std::min(observed_min, observed_ratio);
     observed_max = r == 0 ? observed_ratio : std::max(observed_max, observed_ratio);
+    const double limited_ratio = m[limited].ns_per_op / m[plain].ns_per_op;
+    limited_min = r == 0 ? limited_ratio : std::min(limited_min, limited_ratio);
+    limited_max = r == 0 ? limited_ratio : std::max(limited_max, limited_ratio);
   }
   std::printf("happy path, %d operations x %d interleaved rounds (mean of rounds):\n", operations, rounds);
   for (int i = 0; i < kinds; ++i)
@@ -261,25 +300,13 @@ int main(int argc, char** argv) {
               "%+.2f allocations/op\n",
               sums[observed].ns_per_op / sums[plain].ns_per_op, observed_min, observed_max,
               sums[observed].allocs_per_op - sums[plain].allocs_per_op);
-  {
-    // The rounds above run the fixed and the observed limit far apart in
-    // time, and this machine's speed drifts in between: back-to-back pairs,
-    // in alternating order, and the median of their ratios, say more.
-    constexpr int pairs = 21;
-    std::vector<double> ratios;
-    for (int i = 0; i < pairs; ++i) {
-      const bool observed_first = i % 2 == 1;
-      const measurement first = observed_first ? run_retry_observed(operations / 4)
-                                               : run_retry(operations / 4, context_kind::single_threaded);
-      const measurement second = observed_first ? run_retry(operations / 4, context_kind::single_threaded)
-                                                : run_retry_observed(operations / 4);
-      ratios.push_back(observed_first ? first.ns_per_op / second.ns_per_op : second.ns_per_op / first.ns_per_op);
-    }
-    std::sort(ratios.begin(), ratios.end());
-    std::printf("  observed / fixed limit, %d back-to-back pairs of %d operations: median %.3f x ns/op "
-                "(quartiles %.3f and %.3f)\n",
-                pairs, operations / 4, ratios[pairs / 2], ratios[pairs / 4], ratios[3 * pairs / 4]);
-  }
+  std::printf("  concurrency limit / none (single-threaded io_context): %.3f x ns/op (rounds %.3f to %.3f), "
+              "%+.2f allocations/op\n",
+              sums[limited].ns_per_op / sums[plain].ns_per_op, limited_min, limited_max,
+              sums[limited].allocs_per_op - sums[plain].allocs_per_op);
+  const auto fixed = [](int n) { return run_retry(n, context_kind::single_threaded); };
+  print_pairs("observed / fixed limit", operations / 4, fixed, run_retry_observed);
+  print_pairs("concurrency limit / none", operations / 4, fixed, run_retry_limited);
   bench_backoff(pending);
   return 0;
 }

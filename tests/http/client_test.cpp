@@ -867,7 +867,7 @@ TEST_CASE_FIXTURE(server_and_harness, "the decorator sees the request as it is s
   CHECK(hosts == 1); // not twice: the client's is not added to the decorated copy's own
 }
 
-TEST_CASE("pool: a request too late for the freed connection is refused at once, never sent; one that can use it "
+TEST_CASE("pool: a request too late for the freed connection is refused at once, never sent, and one that can use it "
           "gets it") {
   server_thread server;
   coretry::http::client_options options;

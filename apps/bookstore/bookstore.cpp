@@ -188,7 +188,7 @@ void validate(const options& opts) {
       if (!tls.cert_file.empty() && tls.key_file.empty())
         throw std::invalid_argument("--shared-state-cert: a client certificate ('" + tls.cert_file +
                                     "') needs its key (--shared-state-key)");
-      if (auto problem = http::tls_files_problem({{}, tls.cert_file, tls.key_file}))
+      if (auto problem = http::tls_files_problem({{}, tls.cert_file, tls.key_file, {}}))
         throw std::invalid_argument("--shared-state-cert, --shared-state-key: " + *problem);
     }
 #else

@@ -10,28 +10,28 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void check(bool ok, const char* what) {
+void check_limit_option(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("concurrency_limit: ") + what);
 }
 
 const concurrency_limit::options& checked(const concurrency_limit::options& o) {
   constexpr unsigned most = 1'000'000;
-  check(o.initial_limit >= 1 && o.initial_limit <= most, "initial_limit must be between 1 and 1000000");
+  check_limit_option(o.initial_limit >= 1 && o.initial_limit <= most, "initial_limit must be between 1 and 1000000");
   if (o.adaptive) {
-    check(o.min_limit >= 1 && o.min_limit <= o.initial_limit,
+    check_limit_option(o.min_limit >= 1 && o.min_limit <= o.initial_limit,
           "min_limit must be at least 1 and at most initial_limit");
-    check(o.max_limit >= o.initial_limit && o.max_limit <= most,
+    check_limit_option(o.max_limit >= o.initial_limit && o.max_limit <= most,
           "max_limit must be at least initial_limit and at most 1000000");
-    check(std::isfinite(o.tolerance) && o.tolerance >= 1.0 && o.tolerance <= 1000.0,
+    check_limit_option(std::isfinite(o.tolerance) && o.tolerance >= 1.0 && o.tolerance <= 1000.0,
           "tolerance must be a number between 1 and 1000");
-    check(std::isfinite(o.decrease) && o.decrease > 0.0 && o.decrease < 1.0,
+    check_limit_option(std::isfinite(o.decrease) && o.decrease > 0.0 && o.decrease < 1.0,
           "decrease must be a number above 0 and below 1");
-    check(o.window > duration::zero() && o.window <= duration(1h), "window must be positive and at most 1 h");
-    check(o.min_window_samples >= 1 && o.min_window_samples <= most,
+    check_limit_option(o.window > duration::zero() && o.window <= duration(1h), "window must be positive and at most 1 h");
+    check_limit_option(o.min_window_samples >= 1 && o.min_window_samples <= most,
           "min_window_samples must be between 1 and 1000000");
   }
-  check(o.max_wait >= duration::zero() && o.max_wait <= duration(1h), "max_wait must be between 0 and 1 h");
-  check(o.max_waiters <= most, "max_waiters must be at most 1000000");
+  check_limit_option(o.max_wait >= duration::zero() && o.max_wait <= duration(1h), "max_wait must be between 0 and 1 h");
+  check_limit_option(o.max_waiters <= most, "max_waiters must be at most 1000000");
   return o;
 }
 

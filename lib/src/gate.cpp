@@ -34,7 +34,7 @@ duration saturating_mul(duration d, unsigned n) noexcept {
   return d.count() > duration::max().count() / static_cast<duration::rep>(n) ? duration::max() : d * n;
 }
 
-void check(bool ok, const char* problem) {
+void check_gate_option(bool ok, const char* problem) {
   if (!ok) throw std::invalid_argument(std::string("coretry::gate_model options: ") + problem);
 }
 
@@ -42,24 +42,24 @@ void check(bool ok, const char* problem) {
 
 gate_model::gate_model(const options& opts) : options_(opts) {
   using namespace std::chrono_literals;
-  check(opts.window >= duration(1ms) && opts.window <= duration(24h), "window must be between 1 ms and 24 h");
-  check(opts.min_requests >= 1 && opts.min_requests <= 1'000'000, "min_requests must be between 1 and 1000000");
-  check(std::isfinite(opts.k) && opts.k >= 1.0 && opts.k <= 1000.0, "k must be a number between 1 and 1000");
-  check(std::isfinite(opts.close_above) && opts.close_above >= 0.0 && opts.close_above < 1.0,
+  check_gate_option(opts.window >= duration(1ms) && opts.window <= duration(24h), "window must be between 1 ms and 24 h");
+  check_gate_option(opts.min_requests >= 1 && opts.min_requests <= 1'000'000, "min_requests must be between 1 and 1000000");
+  check_gate_option(std::isfinite(opts.k) && opts.k >= 1.0 && opts.k <= 1000.0, "k must be a number between 1 and 1000");
+  check_gate_option(std::isfinite(opts.close_above) && opts.close_above >= 0.0 && opts.close_above < 1.0,
         "close_above must be a number from 0 up to (not including) 1");
-  check(opts.probe_interval > duration::zero() && opts.probe_interval <= duration(1h),
+  check_gate_option(opts.probe_interval > duration::zero() && opts.probe_interval <= duration(1h),
         "probe_interval must be positive and at most 1 h");
-  check(opts.step_successes >= 1 && opts.step_successes <= 1'000'000,
+  check_gate_option(opts.step_successes >= 1 && opts.step_successes <= 1'000'000,
         "step_successes must be between 1 and 1000000");
-  check(opts.fallback_failures >= 1 && opts.fallback_failures <= 1'000'000,
+  check_gate_option(opts.fallback_failures >= 1 && opts.fallback_failures <= 1'000'000,
         "fallback_failures must be between 1 and 1000000");
-  check(opts.slots_ahead >= 1 && opts.slots_ahead <= 1'000'000, "slots_ahead must be between 1 and 1000000");
-  check(opts.recheck_interval > duration::zero() && opts.recheck_interval <= duration(1h),
+  check_gate_option(opts.slots_ahead >= 1 && opts.slots_ahead <= 1'000'000, "slots_ahead must be between 1 and 1000000");
+  check_gate_option(opts.recheck_interval > duration::zero() && opts.recheck_interval <= duration(1h),
         "recheck_interval must be positive and at most 1 h");
-  check(opts.slow_start_steps <= 30, "slow_start_steps must be at most 30");
-  check(opts.probe_timeout > duration::zero() && opts.probe_timeout <= duration(1h),
+  check_gate_option(opts.slow_start_steps <= 30, "slow_start_steps must be at most 30");
+  check_gate_option(opts.probe_timeout > duration::zero() && opts.probe_timeout <= duration(1h),
         "probe_timeout must be positive and at most 1 h");
-  check(opts.max_hold > duration::zero() && opts.max_hold <= duration(24h),
+  check_gate_option(opts.max_hold > duration::zero() && opts.max_hold <= duration(24h),
         "max_hold must be positive and at most 24 h");
   bucket_width_ = opts.window / buckets;
 }

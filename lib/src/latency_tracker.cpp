@@ -60,7 +60,7 @@ std::uint32_t key_of(double percentile) noexcept {
   return std::max<std::uint32_t>(1, static_cast<std::uint32_t>(percentile * 1e6 + 0.5));
 }
 
-void check(bool ok, const char* problem) {
+void check_tracker_option(bool ok, const char* problem) {
   if (!ok) throw std::invalid_argument(std::string("coretry::latency_tracker options: ") + problem);
 }
 
@@ -93,9 +93,9 @@ struct latency_tracker::sub_window {
 
 latency_tracker::latency_tracker(const options& opts) : options_(opts) {
   using namespace std::chrono_literals;
-  check(opts.window >= duration(1ms) && opts.window <= duration(24h), "window must be between 1 ms and 24 h");
-  check(opts.sub_windows >= 1 && opts.sub_windows <= 60, "sub_windows must be between 1 and 60");
-  check(opts.refresh_interval >= duration::zero() && opts.refresh_interval <= opts.window,
+  check_tracker_option(opts.window >= duration(1ms) && opts.window <= duration(24h), "window must be between 1 ms and 24 h");
+  check_tracker_option(opts.sub_windows >= 1 && opts.sub_windows <= 60, "sub_windows must be between 1 and 60");
+  check_tracker_option(opts.refresh_interval >= duration::zero() && opts.refresh_interval <= opts.window,
         "refresh_interval must be between 0 and the window");
   width_ = opts.window / opts.sub_windows;
   windows_ = std::make_unique<sub_window[]>(opts.sub_windows);

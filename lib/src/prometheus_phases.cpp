@@ -13,7 +13,7 @@
 namespace coretry {
 
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+constexpr auto phase_order = std::memory_order_relaxed;
 constexpr std::size_t bucket_count = prometheus_phase_histograms::bucket_bounds.size() + 1; // with +Inf
 constexpr std::string_view family_name = "_http_phase_duration_seconds";
 
@@ -59,8 +59,8 @@ void prometheus_phase_histograms::attempt_phases(const attempt_phases_event& e) 
     const auto spent = e.phases[static_cast<phase>(i)];
     if (!spent) continue;
     auto& h = r.phases[i];
-    h.buckets[bucket_of(*spent)].fetch_add(1, relaxed);
-    h.sum_ns.fetch_add(spent->count(), relaxed);
+    h.buckets[bucket_of(*spent)].fetch_add(1, phase_order);
+    h.sum_ns.fetch_add(spent->count(), phase_order);
   }
 }
 
@@ -75,7 +75,7 @@ std::vector<::prometheus::MetricFamily> prometheus_phase_histograms::Collect() c
       const auto& h = r->phases[i];
       std::array<std::uint64_t, bucket_count> counts{};
       std::uint64_t total = 0;
-      for (std::size_t b = 0; b < bucket_count; ++b) total += counts[b] = h.buckets[b].load(relaxed);
+      for (std::size_t b = 0; b < bucket_count; ++b) total += counts[b] = h.buckets[b].load(phase_order);
       if (total == 0) continue;
       ::prometheus::ClientMetric m;
       m.label = {{"route", r->name}, {"phase", std::string{to_string(static_cast<phase>(i))}}};
@@ -87,7 +87,7 @@ std::vector<::prometheus::MetricFamily> prometheus_phase_histograms::Collect() c
         m.histogram.bucket.push_back({cumulative, seconds(bucket_bounds[b])});
       }
       m.histogram.sample_count = total;
-      m.histogram.sample_sum = seconds(duration(h.sum_ns.load(relaxed)));
+      m.histogram.sample_sum = seconds(duration(h.sum_ns.load(phase_order)));
       family.metric.push_back(std::move(m));
     }
   }

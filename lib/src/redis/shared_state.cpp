@@ -59,7 +59,7 @@ long long milliseconds(duration d) {
 
 duration steady_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
 
-http::tls_files files(const shared_state::options::tls_files& tls) { return {tls.ca_file, tls.cert_file, tls.key_file}; }
+http::tls_files files(const shared_state::options::tls_files& tls) { return {tls.ca_file, tls.cert_file, tls.key_file, {}}; }
 
 // Redis is away for good (for the keys' lifetime): the fleet's bucket and
 // process list are forgotten and start again.

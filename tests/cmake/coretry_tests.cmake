@@ -28,7 +28,7 @@ endfunction()
 # coretry_test_suite(target SOURCES ... LIBRARIES ... [UNITY] [THREADS] [TEST_PREFIX p] [PROPERTIES ...])
 #
 # A suite's test executable: its sources, linked with its libraries and
-# doctest, built with -Wall -Wextra, and its cases registered with
+# doctest's runner (coretry_doctest_main, compiled once for every suite), built with -Wall -Wextra, and its cases registered with
 # coretry_discover_tests (TEST_PREFIX and PROPERTIES are passed on). What a
 # suite adds (precompiled headers, definitions, more warnings) it sets on the
 # target afterwards.
@@ -50,16 +50,10 @@ endfunction()
 function(coretry_test_suite target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "UNITY;THREADS" "TEST_PREFIX" "SOURCES;LIBRARIES;PROPERTIES")
   add_executable(${target} ${arg_SOURCES})
-  target_link_libraries(${target} PRIVATE ${arg_LIBRARIES} doctest::doctest)
+  target_link_libraries(${target} PRIVATE ${arg_LIBRARIES} coretry_doctest_main)
   target_compile_options(${target} PRIVATE -Wall -Wextra)
   if(arg_UNITY AND CORETRY_UNITY_TESTS)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
-    # doctest's implementation (main.cpp) is compiled alone.
-    foreach(source IN LISTS arg_SOURCES)
-      if(source MATCHES "main\\.cpp$")
-        set_source_files_properties(${source} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
-      endif()
-    endforeach()
   endif()
   if(arg_THREADS)
     coretry_discover_tests(${target} TEST_PREFIX "${arg_TEST_PREFIX}" PROPERTIES ${arg_PROPERTIES} LABELS threads)

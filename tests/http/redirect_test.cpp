@@ -111,6 +111,21 @@ struct counting_budget final : coretry::retry_budget {
   std::atomic<int> retries{0};
 };
 
+/// Records the attempts and stops an observer is told of.
+struct recording_observer final : coretry::retry_observer {
+  void attempt_started(const coretry::attempt_started_event& e) noexcept override { started.push_back(e.attempt); }
+  void attempt_finished(const coretry::attempt_finished_event& e) noexcept override {
+    finished.push_back(e.record.number);
+  }
+  void stopped(const coretry::stop_event& e) noexcept override {
+    stops.push_back(e.reason);
+    stop_attempts = e.attempts;
+  }
+  std::vector<unsigned> started, finished;
+  std::vector<stop_reason> stops;
+  unsigned stop_attempts = 0;
+};
+
 /// Counts the results a gate is told.
 struct counting_gate final : coretry::retry_gate {
   void record(coretry::attempt_status, coretry::duration) noexcept override { ++recorded; }
@@ -377,9 +392,11 @@ TEST_CASE("a hop is a new request: no budget token; retries of every hop count a
   });
   coretry_tests::blocking_client c;
   counting_budget budget;
+  recording_observer observer;
   auto o = following();
   o.policy.max_attempts = 3;
   o.budget = &budget;
+  o.observer = &observer;
   const auto r = c.send(beast_http::verb::get, a.url("/a"), o);
   // A: 503, 307 (one retry); B: 503, 503 (one retry left): 4 attempts.
   CHECK(r.reason == stop_reason::attempts_exhausted);
@@ -387,9 +404,15 @@ TEST_CASE("a hop is a new request: no budget token; retries of every hop count a
   CHECK(a_count == 2);
   CHECK(b_count == 2);
   CHECK(budget.retries == 2); // the retries, not the hop
+  CHECK(budget.initial == 2);  // a hop is a new request
   REQUIRE(r.records.size() == 4);
   for (unsigned i = 0; i < 4; ++i) CHECK(r.records[i].number == i + 1);
   CHECK(r.records[1].classified.category == "redirect");
+  // The observer sees one operation: attempts numbered on, one stop.
+  CHECK(observer.started == std::vector<unsigned>{1, 2, 3, 4});
+  CHECK(observer.finished == std::vector<unsigned>{1, 2, 3, 4});
+  CHECK(observer.stops == std::vector<stop_reason>{stop_reason::attempts_exhausted});
+  CHECK(observer.stop_attempts == 4);
   CHECK(r.records[2].start >= r.records[1].end);
   REQUIRE(r.value->redirects.size() == 1);
 }

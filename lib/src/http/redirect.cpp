@@ -23,8 +23,74 @@ namespace beast_http = boost::beast::http;
 
 namespace detail {
 
+/// The caller's observer, told of every hop's events as of one operation:
+/// attempts numbered on and times from the chain's start, one stop (a hop
+/// ended by a redirect that is followed does not stop the operation).
+class chain_observer final : public retry_observer {
+public:
+  retry_observer* inner = nullptr;
+  unsigned attempts_before = 0;
+  duration started_at{};
+
+  void attempt_started(const attempt_started_event& e) noexcept override {
+    attempt_started_event moved = e;
+    moved.attempt += attempts_before;
+    moved.at += started_at;
+    inner->attempt_started(moved);
+  }
+  void attempt_finished(const attempt_finished_event& e) noexcept override {
+    attempt_record record = e.record;
+    record.number += attempts_before;
+    record.start += started_at;
+    record.end += started_at;
+    last_redirected_ = record.classified.status == attempt_status::success && record.classified.category == "redirect";
+    inner->attempt_finished({e.operation, record});
+  }
+  void backoff_scheduled(const backoff_event& e) noexcept override {
+    backoff_event moved = e;
+    moved.next_attempt += attempts_before;
+    moved.at += started_at;
+    inner->backoff_scheduled(moved);
+  }
+  void attempt_stuck(const stuck_attempt_event& e) noexcept override {
+    stuck_attempt_event moved = e;
+    moved.attempt += attempts_before;
+    moved.at += started_at;
+    inner->attempt_stuck(moved);
+  }
+  void hedge(const hedge_event& e) noexcept override {
+    hedge_event moved = e;
+    moved.attempt += attempts_before;
+    moved.at += started_at;
+    inner->hedge(moved);
+  }
+  void permit_waited(const permit_wait_event& e) noexcept override {
+    permit_wait_event moved = e;
+    moved.attempt += attempts_before;
+    moved.at += started_at;
+    inner->permit_waited(moved);
+  }
+  void stopped(const stop_event& e) noexcept override {
+    if (e.reason == stop_reason::succeeded && last_redirected_) return; // the chain goes on
+    stop_event moved = e;
+    moved.attempts += attempts_before;
+    moved.at += started_at;
+    moved.total_backoff += backoff_before;
+    inner->stopped(moved);
+  }
+  /// A chain that ends between hops (its deadline) stops here.
+  void chain_stopped(std::string_view operation, stop_reason reason, duration at) noexcept {
+    inner->stopped({operation, reason, attempts_before, at, backoff_before});
+  }
+  duration backoff_before{};
+
+private:
+  bool last_redirected_ = false;
+};
+
 struct redirect_chain {
   std::shared_ptr<client_state> state;
+  chain_observer observer;
   /// The caller's options (their policy is the whole chain's) and request, as given.
   request_options options;
   request original;
@@ -117,6 +183,10 @@ std::shared_ptr<detail::redirect_chain> client::start_chain(std::string_view url
   chain->policy = options.policy;
   request_options first = options;
   detail::adapt(first, chain->url, req.method(), 0);
+  if (first.observer) {
+    chain->observer.inner = first.observer;
+    first.observer = &chain->observer;
+  }
   prepared p = prepare_parts(*state_, url_parts(chain->first), std::move(req), first);
   if (const auto key = p.request->req.find("Idempotency-Key"); key != p.request->req.end())
     chain->idempotency_key = std::string(key->value());
@@ -186,6 +256,7 @@ std::optional<std::string> prepare_hop(detail::redirect_chain& c, Prepared& out,
     };
   }
   detail::adapt(o, c.url, req.method(), c.hops.size());
+  if (o.observer) o.observer = &c.observer;
   c.policy = o.policy;
   try {
     out = prepare(*c.state, std::move(parts), std::move(req), o);
@@ -233,6 +304,9 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
                           std::chrono::duration_cast<duration>(c.hop_started - c.started);
     if (policy.completion_reserve > left - std::max(policy.min_attempt_allowance, duration(1))) {
       // Too little left for a useful attempt: the engine would not start one.
+      if (c.observer.inner)
+        c.observer.chain_stopped(c.options.route, stop_reason::deadline_exhausted,
+                                 std::chrono::duration_cast<duration>(c.hop_started - c.started));
       result r;
       r.reason = stop_reason::deadline_exhausted;
       r.value = std::move(c.combined.value);
@@ -243,6 +317,9 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
     policy.overall_deadline = left;
   }
   policy.max_attempts = c.options.policy.max_attempts - std::min(c.retries, c.options.policy.max_attempts - 1);
+  c.observer.attempts_before = c.combined.attempts;
+  c.observer.backoff_before = c.combined.total_backoff;
+  c.observer.started_at = std::chrono::duration_cast<duration>(c.hop_started - c.started);
 
   auto state = c.state;
   auto request = c.prepared;
@@ -292,6 +369,9 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
         prepared next;
         if (auto problem = prepare_hop(c, next, &client::prepare_parts)) {
           // Refused as a first request would be: the chain ends here.
+          if (c.observer.inner)
+            c.observer.chain_stopped(c.options.route, stop_reason::rejected,
+                                     std::chrono::duration_cast<duration>(std::chrono::steady_clock::now() - c.started));
           result refused;
           refused.reason = stop_reason::rejected;
           refused.value = std::move(c.combined.value);

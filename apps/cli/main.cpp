@@ -265,6 +265,17 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
       ->allow_extra_args(false)
       ->type_name("HOST:PORT:ADDR[,ADDR...]")
       ->group(request);
+  fetch.add_flag("-L,--location", args.location,
+                 "follow redirects (301, 302, 303, 307, 308 with a\n"
+                 "Location), inside --max-time and --max-attempts;\n"
+                 "credentials go to the first origin only, and an\n"
+                 "https:// URL is never redirected to http://")
+      ->group(request);
+  text_option(fetch, "--max-redirs", args.max_redirs, "redirects followed at most with -L, 0-1000\n(default 50)",
+              "N", request);
+  fetch.add_flag("--location-trusted", args.location_trusted,
+                 "-L, and send credentials (-H Authorization,\nCookie, the URL's user) to every host")
+      ->group(request);
   text_option(fetch, "--noproxy", args.noproxy,
               "hosts reached directly: comma-separated names\n"
               "(a domain covers its subdomains), addresses,\n"

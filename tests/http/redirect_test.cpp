@@ -14,8 +14,10 @@
 
 #include "blocking_client.hpp"
 #include "hostile_server.hpp"
+#include "nginx.hpp"
 #include "policies.hpp"
 #include "server_thread.hpp"
+#include "skip.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -544,4 +546,53 @@ TEST_CASE("an https URL redirected to http is refused by default") {
   CHECK(allowed.reason == stop_reason::succeeded);
   CHECK(plain->log().size() == 1);
   std::remove(name);
+}
+
+TEST_CASE("redirects from a real nginx: 301, 303, 307 and 308 by their rules, a loop stopped at the maximum") {
+  if (coretry::test::nginx_program().empty()) return coretry::test::skip_test("nginx is not installed");
+  coretry::test::nginx server(R"(
+    location = /moved { return 301 /final; }
+    location = /other { return 303 /final; }
+    location = /temp { return 307 http://127.0.0.1:PORT/final; }
+    location = /perm { return 308 final; }
+    location = /loop { return 302 /loop; }
+    location = /final { return 200 "final"; }
+  )");
+  coretry_tests::blocking_client c;
+  const auto post = [&](const std::string& target) {
+    auto o = following();
+    o.idempotency_key = "k";
+    return c.send(beast_http::verb::post, server.url(target), o, "payload");
+  };
+  auto r = c.send(beast_http::verb::get, server.url("/moved"), following());
+  CHECK(r.reason == stop_reason::succeeded);
+  CHECK(r.value->res->body() == "final");
+  REQUIRE(r.value->redirects.size() == 1);
+  CHECK(r.value->redirects[0].status == 301);
+  CHECK(r.value->redirects[0].target == server.url("/final"));
+
+  for (const std::string target : {"/temp", "/perm"}) {
+    r = post(target);
+    CHECK(r.reason == stop_reason::succeeded);
+    CHECK(r.value->res->body() == "final");
+  }
+  r = post("/moved");
+  CHECK(r.reason == stop_reason::succeeded);
+  r = post("/other");
+  CHECK(r.reason == stop_reason::succeeded);
+  r = c.send(beast_http::verb::get, server.url("/loop"), following(5));
+  CHECK(r.reason == stop_reason::rejected);
+  CHECK(r.last_error == redirect_error::too_many_redirects);
+  CHECK(r.value->redirects.size() == 5);
+
+  const std::vector<std::string> expected = {
+      "GET /moved - -",   "GET /final - -",                      // 301
+      "POST /temp 7 -",   "POST /final 7 -",                     // 307 keeps the method and the body
+      "POST /perm 7 -",   "POST /final 7 -",                     // 308 too
+      "POST /moved 7 -",  "GET /final - -",                      // 301 turns a POST into a GET
+      "POST /other 7 -",  "GET /final - -",                      // 303 too
+      "GET /loop - -",    "GET /loop - -", "GET /loop - -", "GET /loop - -", "GET /loop - -",
+      "GET /loop - -"};                                          // 5 followed, the 6th answer refused
+  // nginx writes its access log as each request ends.
+  CHECK(server.requests() == expected);
 }

@@ -596,3 +596,36 @@ TEST_CASE("redirects from a real nginx: 301, 303, 307 and 308 by their rules, a 
   // nginx writes its access log as each request ends.
   CHECK(server.requests() == expected);
 }
+
+TEST_CASE("the proxy is chosen for each hop: NO_PROXY per host, Proxy-Authorization only with the proxy") {
+  // The origin on 127.0.0.2 is reached directly (no_proxy); the proxy on
+  // 127.0.0.1 answers for every other origin itself.
+  hostile_server direct(
+      {[](hostile_server::peer& p) {
+        while (p.read_request())
+          if (!p.send(response(302, "http://far.example/final"))) return;
+      }},
+      "127.0.0.2", 0);
+  const std::string direct_url = "http://127.0.0.2:" + std::to_string(direct.port());
+  answering_server proxy([&](const std::string& head, const std::string&) {
+    if (request_line(head).find("/start") != std::string::npos) return response(307, direct_url + "/middle");
+    return response(200, {}, "through the proxy");
+  });
+  coretry::http::client_options co;
+  co.proxy = "http://px:secret@127.0.0.1:" + std::to_string(proxy.server.port());
+  co.no_proxy = "127.0.0.2";
+  coretry_tests::blocking_client c(co);
+  const auto r = c.send(beast_http::verb::get, "http://near.example/start", following());
+  REQUIRE(r.reason == stop_reason::succeeded);
+  CHECK(r.value->res->body() == "through the proxy");
+  CHECK(r.value->redirects.size() == 2);
+  const auto through = proxy.server.requests();
+  REQUIRE(through.size() == 2);
+  CHECK(through[0].starts_with("GET http://near.example:80/start "));
+  CHECK(through[1].starts_with("GET http://far.example:80/final "));
+  for (const auto& head : through) CHECK(header_value(head, "Proxy-Authorization") == "Basic cHg6c2VjcmV0");
+  const auto straight = direct.requests();
+  REQUIRE(straight.size() == 1);
+  CHECK(straight[0].starts_with("GET /middle "));
+  CHECK_FALSE(has_header(straight[0], "Proxy-Authorization"));
+}

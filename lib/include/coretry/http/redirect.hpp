@@ -54,6 +54,7 @@ namespace coretry::http {
 /// last hop's. A redirect's body is never streamed to a body sink: it is
 /// read into memory (within client_options::body_limit) and dropped.
 struct redirect_options {
+  /// Follow redirects at all.
   bool follow = false;
   /// Hops followed at most (curl's --max-redirs); at most max_redirects_cap.
   /// Zero with `follow`: the first redirect ends as too_many_redirects.
@@ -89,6 +90,7 @@ enum class redirect_error {
   insecure_redirect,      ///< from https:// to http:// without allow_insecure
 };
 
+/// The category of redirect_error codes ("coretry.http.redirect").
 const boost::system::error_category& redirect_error_category() noexcept;
 boost::system::error_code make_error_code(redirect_error e) noexcept;
 

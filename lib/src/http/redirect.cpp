@@ -11,6 +11,7 @@
 #include "redirect.hpp"
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -116,7 +117,12 @@ struct redirect_chain {
   unsigned retries = 0; ///< attempts past each hop's first
 
   asio::any_io_executor ex;
+  /// The caller's slot, forwarded to `signal`, which each hop's operation
+  /// hears: a cancellation that comes between two hops is kept in
+  /// `cancelled` rather than lost.
   asio::cancellation_slot slot;
+  asio::cancellation_signal signal;
+  asio::cancellation_type cancelled = asio::cancellation_type::none;
   /// Emplaced, never assigned: Boost 1.81's move assignment of an
   /// any_completion_handler wraps it in itself without end.
   std::optional<asio::any_completion_handler<retry_signature<exchange>>> handler;
@@ -273,6 +279,13 @@ void client::follow_redirects(std::shared_ptr<detail::redirect_chain> chain, asi
   chain->ex = std::move(ex);
   chain->slot = slot;
   chain->handler.emplace(std::move(handler));
+  if (slot.is_connected()) {
+    // Cleared before the chain completes: the chain outlives the handler.
+    slot.assign([c = chain.get()](asio::cancellation_type type) {
+      c->cancelled |= type;
+      c->signal.emit(type);
+    });
+  }
   chain->started = std::chrono::steady_clock::now();
   run_hop(std::move(chain));
 }
@@ -290,14 +303,27 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
       if (!r.value) r.value.emplace();
       r.value->redirects = std::move(d.hops);
     }
+    if (d.slot.is_connected()) d.slot.clear();
     auto handler = std::move(*d.handler);
     done.reset();
     std::move(handler)(nullptr, std::move(r));
   };
 
+  c.hop_started = std::chrono::steady_clock::now();
+  if (c.cancelled != asio::cancellation_type::none) {
+    // Cancelled between two hops.
+    if (c.observer.inner)
+      c.observer.chain_stopped(c.options.route, stop_reason::cancelled,
+                               std::chrono::duration_cast<duration>(c.hop_started - c.started));
+    result r;
+    r.reason = stop_reason::cancelled;
+    r.value = std::move(c.combined.value);
+    r.last_error = c.combined.last_error;
+    finish(std::move(chain), std::move(r));
+    return;
+  }
   // The hop's share of the chain's policy: what is left of the overall
   // deadline and of the retries.
-  c.hop_started = std::chrono::steady_clock::now();
   coretry::policy policy = c.policy;
   if (c.options.policy.overall_deadline != duration::max()) {
     const duration left = c.options.policy.overall_deadline -
@@ -342,6 +368,7 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
     if (error) {
       r.attempts = c.combined.attempts;
       r.records = std::move(c.combined.records);
+      if (c.slot.is_connected()) c.slot.clear();
       auto handler = std::move(*c.handler);
       chain.reset();
       std::move(handler)(std::move(error), std::move(r));
@@ -397,7 +424,7 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
                          r.value->problem;
     finish(std::move(chain), std::move(r));
   };
-  auto bound = asio::bind_executor(c.ex, asio::bind_cancellation_slot(c.slot, std::move(done)));
+  auto bound = asio::bind_executor(c.ex, asio::bind_cancellation_slot(c.signal.slot(), std::move(done)));
   coretry::async_retry<asio::steady_timer>(io, policy, c.retry, attempt_factory(state, request, io),
                                            classifier_of(state, request), std::move(bound));
 }

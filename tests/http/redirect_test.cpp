@@ -229,6 +229,17 @@ TEST_CASE("redirect rules: https to http refused unless allowed; past the maximu
         redirect_error::too_many_redirects);
 }
 
+TEST_CASE("redirects: more than 1,000 hops is refused before anything is sent") {
+  coretry_tests::blocking_client c;
+  auto o = following(redirect_options::max_redirects_cap + 1);
+  CHECK_THROWS_AS(c.client.async_send("http://127.0.0.1:1/", coretry::http::request(beast_http::verb::get, "", 11), o,
+                                      [](std::exception_ptr, coretry::http::result) {}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(c.client.async_send("ftp://127.0.0.1/", coretry::http::request(beast_http::verb::get, "", 11),
+                                      following(), [](std::exception_ptr, coretry::http::result) {}),
+                  std::invalid_argument);
+}
+
 TEST_CASE("redirects are off by default: a 301 is the final answer") {
   answering_server server([](const std::string&, const std::string&) { return response(301, "/elsewhere", "moved"); });
   coretry_tests::blocking_client c;

@@ -622,6 +622,9 @@ int run_fetch(const fetch_plan& plan) {
     if (result->value && !result->value->proxy.empty()) line += proxy_failure(*result->value);
     if (result->last_error.category() == http::redirect_error_category() && result->value)
       line += "; " + result->value->problem;
+    else if (result->value && !result->value->redirects.empty())
+      line += "; after " + std::to_string(result->value->redirects.size()) + " redirect(s), the last to " +
+              printable_utf8(result->value->redirects.back().target, 512);
     if (output) output->discard();
     std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
   }

@@ -20,6 +20,10 @@ inline constexpr int cancelled = 15;
 inline constexpr int outcome_unknown = 16;
 inline constexpr int dependency_unhealthy = 17;
 inline constexpr int concurrency_limited = 18;
+/// The answer is a redirect (3xx) that was not followed: without -L, or one
+/// -L does not follow (300, 304, 305, 306, or no Location). Its body was
+/// written as a 2xx body is.
+inline constexpr int redirect_not_followed = 19;
 
 constexpr int for_stop(stop_reason reason) noexcept {
   switch (reason) {

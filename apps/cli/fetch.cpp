@@ -280,6 +280,14 @@ void print_request(const fetch_plan& plan) {
   if (!plan.request.body().empty()) std::fprintf(stderr, "> (%zu bytes of body)\n", plan.request.body().size());
 }
 
+/// -v: the redirects followed, in order.
+void print_redirects(const std::vector<http::redirect_hop>& hops) {
+  for (const auto& hop : hops)
+    std::fprintf(stderr, "* redirect: %s %s answered %u (%s) -> %s\n", hop.method.c_str(), hop.url.c_str(), hop.status,
+                 hop.address ? http::to_string(*hop.address).c_str() : "no address",
+                 printable_utf8(hop.target, 512).c_str());
+}
+
 /// -v: the last response's status line and fields, credentials redacted.
 void print_response(const http::response& response) {
   std::fprintf(stderr, "< HTTP/%u.%u %u %s\n", response.version() / 10, response.version() % 10,
@@ -304,6 +312,20 @@ boost::json::object outcome_json(const fetch_plan& plan, const http::result& res
   json["interrupted_by"] = interrupted_by ? boost::json::value(signal_name(interrupted_by)) : nullptr;
   json["policy"] = describe_policy(plan);
   json["proxy"] = plan.proxy_shown.empty() ? boost::json::value(nullptr) : boost::json::value(plan.proxy_shown);
+  boost::json::array hops;
+  if (result.value)
+    for (const auto& hop : result.value->redirects)
+      hops.push_back(boost::json::object{
+          {"method", hop.method},
+          {"url", hop.url},
+          {"status", hop.status},
+          {"location", printable_utf8(hop.location, http::redirect_options::max_location_length)},
+          {"target", printable_utf8(hop.target, http::redirect_options::max_location_length)},
+          {"address", hop.address ? boost::json::value(http::to_string(*hop.address)) : nullptr}});
+  json["redirects"] = std::move(hops);
+  json["redirect_error"] = result.last_error.category() == http::redirect_error_category()
+                               ? boost::json::value(result.value ? result.value->problem : result.last_error.message())
+                               : nullptr;
   return json;
 }
 
@@ -424,6 +446,13 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
     memory_limit = parse_size("--stdout-limit", *args.stdout_limit, fetch_defaults::largest_stdout_limit);
   if (!plan.output && plan.max_filesize) memory_limit = std::min(memory_limit, *plan.max_filesize);
   plan.client.body_limit = memory_limit;
+  if (args.max_redirs && !args.location && !args.location_trusted)
+    throw usage_error("--max-redirs needs -L (without it no redirect is followed)");
+  plan.redirects.follow = args.location || args.location_trusted;
+  plan.redirects.trusted = args.location_trusted;
+  plan.redirects.max_redirects =
+      args.max_redirs ? parse_count("--max-redirs", *args.max_redirs, 0, http::redirect_options::max_redirects_cap)
+                      : fetch_defaults::max_redirs;
   plan.verbose = args.verbose;
   plan.json = args.json;
   // The timeline already shows progress; two writers on one line garble it.
@@ -464,6 +493,7 @@ int run_fetch(const fetch_plan& plan) {
   options.route = "fetch";
   options.idempotency_key = plan.idempotency_key;
   options.observer = &observer;
+  options.redirects = plan.redirects;
   options.classifiers.push_back(details.watcher()); // first: it sees every attempt
   if (output) {
     // A 2xx body streams into the output as it arrives; others stay in
@@ -533,10 +563,40 @@ int run_fetch(const fetch_plan& plan) {
   }
 
   const http::response* response = result->value && result->value->res ? &*result->value->res : nullptr;
+  if (plan.verbose && result->value) print_redirects(result->value->redirects);
   if (plan.verbose && response) print_response(*response);
 
   int status = exit_status::for_stop(result->reason);
-  if (result->succeeded()) {
+  // A redirect that is the answer (not followed) is shown as curl shows it:
+  // its body, as a 2xx body is; the exit status says what it is.
+  const bool unfollowed_redirect = !result->succeeded() && response && response->result_int() >= 300 &&
+                                   response->result_int() < 400 && !result->value->error &&
+                                   result->last_error.category() != http::redirect_error_category() &&
+                                   result->reason == stop_reason::rejected;
+  if (unfollowed_redirect) {
+    status = exit_status::redirect_not_followed;
+    std::string line = "HTTP " + std::to_string(response->result_int()) + " " +
+                       printable_utf8(response->reason(), 60);
+    const auto location = response->find(beast_http::field::location);
+    if (location != response->end()) {
+      line += " to " + printable_utf8(redact_url(location->value()), 512);
+      line += plan.redirects.follow ? " (not a redirect -L follows)" : " (not followed: -L follows redirects)";
+    } else {
+      line += " without a Location";
+    }
+    try {
+      if (output) {
+        if (output->write(response->body())) throw std::runtime_error("cannot write '" + output->target() + "': " + output->failure());
+        output->commit();
+      } else if (!plan.json && !write_stdout(response->body())) {
+        throw std::runtime_error("cannot write to stdout");
+      }
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "coretry fetch: %s\n", error.what());
+      status = exit_status::failure;
+    }
+    if (!plan.json) std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
+  } else if (result->succeeded()) {
     try {
       if (output) output->commit();
       else if (!plan.json && !write_stdout(response->body())) throw std::runtime_error("cannot write to stdout");
@@ -560,6 +620,11 @@ int run_fetch(const fetch_plan& plan) {
               " bytes (--stdout-limit" + (plan.max_filesize ? ", --max-filesize" : "") + "): use -o FILE for more";
     }
     if (result->value && !result->value->proxy.empty()) line += proxy_failure(*result->value);
+    if (result->last_error.category() == http::redirect_error_category() && result->value)
+      line += "; " + result->value->problem;
+    else if (result->value && !result->value->redirects.empty())
+      line += "; after " + std::to_string(result->value->redirects.size()) + " redirect(s), the last to " +
+              printable_utf8(result->value->redirects.back().target, 512);
     if (output) output->discard();
     std::fprintf(stderr, "coretry fetch: %s\n", line.c_str());
   }

@@ -28,6 +28,9 @@ struct fetch_arguments {
   bool verbose = false;
   bool json = false;
   bool no_progress = false;
+  bool location = false;         ///< -L
+  bool location_trusted = false; ///< --location-trusted (implies -L)
+  std::optional<std::string> max_redirs;
 
   std::optional<std::string> max_attempts;
   std::optional<std::string> retry;
@@ -65,6 +68,9 @@ inline constexpr std::chrono::milliseconds completion_reserve{50};
 inline constexpr std::chrono::milliseconds backoff_initial{100};
 inline constexpr std::chrono::seconds backoff_cap{1};
 inline constexpr unsigned most_attempts = 1000;
+/// Redirects followed with -L (curl's default); --max-redirs takes 0 to the
+/// client's cap (http::redirect_options::max_redirects_cap).
+inline constexpr unsigned max_redirs = 50;
 /// Without -o the body is held in memory until the request succeeds.
 inline constexpr std::uint64_t stdout_limit = 8 * 1024 * 1024;
 inline constexpr std::uint64_t largest_stdout_limit = std::uint64_t{1} << 30;
@@ -92,6 +98,8 @@ struct fetch_plan {
   std::string proxy_shown;
   std::optional<std::string> idempotency_key;
   std::vector<http::classifier_extension> classifiers;
+  /// -L, --max-redirs, --location-trusted.
+  http::redirect_options redirects;
   std::optional<std::string> output;
   std::optional<std::uint64_t> max_filesize;
   bool verbose = false;

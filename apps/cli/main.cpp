@@ -34,8 +34,9 @@ constexpr const char* program_footer = R"(EXIT STATUS
   1       the program could not do its job (an output could not be written;
           demo: a case deviated, and the output names it)
   2       bad command line: a one-line error names the problem; nothing was sent
-  10-16   fetch stopped without success, one status per stop reason
+  10-18   fetch stopped without success, one status per stop reason
           (see coretry fetch --help)
+  19      fetch: the answer is a redirect that was not followed
 
 EXAMPLES
   coretry demo                                  see the policy at work, offline
@@ -73,7 +74,8 @@ OUTPUT
   --json prints one JSON object on stdout instead of the body, success or not:
   stop_reason, succeeded, exit_status, attempts, status (last HTTP status or null),
   category, elapsed_ms, total_backoff_ms, error, problem, body_bytes, body_start,
-  content_type, method, url, idempotency_key, interrupted_by, policy, and attempt_log:
+  content_type, method, url, idempotency_key, interrupted_by, policy, redirects,
+  redirect_error, and attempt_log:
   per attempt status, category, verdict, delivery, wait_before_ms, wait_source
   (none/local/server), start_ms, end_ms, allowance_ms, server_delay_ms, retry_after,
   error, problem, reached, reused_connection.
@@ -95,6 +97,20 @@ OUTPUT
   rejected (category max_filesize), without retrying.
   Without -o the body is held in memory until the request succeeds, at most
   --stdout-limit bytes (default 8M); a larger body is rejected (response_too_large).
+
+REDIRECTS
+  Without -L a redirect is the answer: its body is written as a 2xx body is, one line
+  on stderr names its status and Location, and the exit status is 19. With -L, 301,
+  302, 303, 307 and 308 with a Location are followed, at most --max-redirs times
+  (default 50): 307 and 308 keep the method, the body and the idempotency key; 303,
+  and 301 and 302 after a POST, become a GET without a body; a relative Location is
+  resolved against the URL that answered, whose fragment it keeps. --max-time and
+  --max-attempts bound the whole chain. Credentials (Authorization, Cookie,
+  Proxy-Authorization, the URL's user) go to the first URL's origin only, unless
+  --location-trusted; https:// is never redirected to http://. Too many redirects, an
+  invalid Location or a downgrade stops as rejected (10). -v prints a '* redirect:'
+  line per hop; --json adds redirects (method, url, status, location, target,
+  address per hop) and redirect_error.
 
 SIGNALS
   SIGINT (Ctrl-C) or SIGTERM cancels the request in flight: stop reason cancelled,
@@ -120,6 +136,8 @@ EXIT STATUS
   18   concurrency_limited: no permit for an attempt under a concurrency limit (never
        from one coretry call: the limit is shared by many operations in a long-lived
        process)
+  19   the answer is a redirect (3xx) that was not followed: no -L, or one -L does not
+       follow (300, 304, 305, 306, or no Location); its body was written
 
 EXAMPLES
   coretry fetch https://api.example.com/books/42
@@ -264,6 +282,17 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
                    "(repeatable)")
       ->allow_extra_args(false)
       ->type_name("HOST:PORT:ADDR[,ADDR...]")
+      ->group(request);
+  fetch.add_flag("-L,--location", args.location,
+                 "follow redirects (301, 302, 303, 307, 308 with a\n"
+                 "Location), inside --max-time and --max-attempts;\n"
+                 "credentials go to the first origin only, and an\n"
+                 "https:// URL is never redirected to http://")
+      ->group(request);
+  text_option(fetch, "--max-redirs", args.max_redirs, "redirects followed at most with -L, 0-1000\n(default 50)",
+              "N", request);
+  fetch.add_flag("--location-trusted", args.location_trusted,
+                 "-L, and send credentials (-H Authorization,\nCookie, the URL's user) to every host")
       ->group(request);
   text_option(fetch, "--noproxy", args.noproxy,
               "hosts reached directly: comma-separated names\n"

@@ -47,7 +47,9 @@ public:
           length = std::strtoull(head.c_str() + at + name.size(), nullptr, 10);
       while (pending_.size() < length)
         if (!read_more()) return false;
+      last_body = pending_.substr(0, length);
       pending_.erase(0, length);
+      last_head = head;
       server_.log(head);
       return true;
     }
@@ -105,6 +107,9 @@ public:
     void close() { ::shutdown(socket_.native_handle(), SHUT_RDWR); }
 
     const int index; ///< 0 for the first connection accepted
+    /// The head and the Content-Length body of the last request read.
+    std::string last_head;
+    std::string last_body;
 
   private:
     friend class hostile_server;

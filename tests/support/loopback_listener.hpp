@@ -5,9 +5,11 @@
 // tests' raw_server, the Redis tests' fake_redis).
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -55,6 +57,29 @@ private:
   int fd_ = -1;
   unsigned short port_ = 0;
 };
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+inline bool loopback_accepts(unsigned short port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return connected;
+}
+
+/// Waits up to `timeout` for a server just started to accept on `port`.
+inline bool wait_until_accepting(unsigned short port, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (loopback_accepts(port)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
 
 } // namespace coretry::test
 

@@ -10,19 +10,14 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace coretry::test {
@@ -74,24 +69,7 @@ private:
     std::ofstream(config) << "Port " << port_ << "\nListen 127.0.0.1\nTimeout 10\nMaxClients 16\n"
                           << "Allow 127.0.0.1\nLogLevel Connect\nLogFile \"" << directory_ << "/tinyproxy.log\"\n";
     child_.emplace(tinyproxy_program(), std::vector<std::string>{"-d", "-c", config});
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < until) {
-      if (accepts()) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    child_.reset();
-  }
-
-  bool accepts() const {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port_);
-    const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-    ::close(fd);
-    return connected;
+    if (!wait_until_accepting(port_)) child_.reset();
   }
 
   std::string directory_;

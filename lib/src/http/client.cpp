@@ -99,7 +99,11 @@ address_stats client::addresses() const { return state_->book.stats(phase_timing
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
-  url_parts parts = state_->parts_of(url);
+  return prepare_parts(*state_, state_->parts_of(url), std::move(req), options);
+}
+
+client::prepared client::prepare_parts(detail::client_state& state, url_parts&& parts, request&& req,
+                                       const request_options& options) {
   if (auto problem = options.policy.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
   if (options.policy.hedging.max_hedges > 0) {
     // Hedges run at the same time as the attempt before them.
@@ -112,8 +116,8 @@ client::prepared client::prepare(std::string_view url, request&& req, const requ
   }
   // From the thread's block cache: a request's prepared form is one block of
   // one size, freed when its operation ends.
-  auto proxy = state_->proxy_for(parts.host);
-  auto names = state_->names_for(parts);
+  auto proxy = state.proxy_for(parts.host);
+  auto names = state.names_for(parts);
   auto request = std::allocate_shared<detail::prepared_request>(
       coretry::detail::block_allocator<detail::prepared_request>(),
       detail::prepare_request(std::move(parts), std::move(req), options, std::move(proxy), std::move(names)));

@@ -35,11 +35,13 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
+} // namespace
+
 /// Text safe to quote in an error message: control and non-ASCII bytes as \xNN.
-std::string printable(std::string_view text) {
+std::string printable(std::string_view text, std::size_t most) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;
-  for (const char c : text.substr(0, 64)) {
+  for (const char c : text.substr(0, most)) {
     const auto byte = static_cast<unsigned char>(c);
     if (byte >= 0x20 && byte < 0x7f) {
       out += c;
@@ -49,10 +51,8 @@ std::string printable(std::string_view text) {
       out += digits[byte & 0xf];
     }
   }
-  return text.size() > 64 ? out + "..." : out;
+  return text.size() > most ? out + "..." : out;
 }
-
-} // namespace
 
 std::string basic_credentials(std::string_view user, std::string_view password) {
   std::string pair;
@@ -150,8 +150,9 @@ prepared_request prepare_request(url_parts&& parts, request&& req, const request
   }
   where.proxy = std::move(proxy);
   if (parts.user && req.find(beast_http::field::authorization) == req.end()) {
-    // Credentials in the URL go to this origin only, as Basic authorization
-    // (the client follows no redirects); a caller's own Authorization wins.
+    // Credentials in the URL go as Basic authorization (to a redirect's
+    // target only by the rules of redirect_options); a caller's own
+    // Authorization wins.
     req.set(beast_http::field::authorization, basic_credentials(*parts.user, parts.password));
   }
   if (options.idempotency_key) {

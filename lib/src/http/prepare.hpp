@@ -110,6 +110,10 @@ prepared_request prepare_request(url_parts&& parts, request&& req, const request
 /// and Proxy-Authorization.
 std::string basic_credentials(std::string_view user, std::string_view password);
 
+/// Text safe to quote in an error message: control and non-ASCII bytes as
+/// \xNN, at most `most` bytes of it, then "...".
+std::string printable(std::string_view text, std::size_t most = 64);
+
 /// What would make the request something other than what it says, or more
 /// than one request: a method or header name that is not a token, a header
 /// value with CR, LF, NUL or another control character (a tab is allowed),

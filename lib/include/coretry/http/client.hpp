@@ -5,6 +5,7 @@
 #include <coretry/http/addresses.hpp>
 #include <coretry/http/classify.hpp>
 #include <coretry/http/exchange.hpp>
+#include <coretry/http/redirect.hpp>
 #include <coretry/http/url.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -158,6 +159,9 @@ struct request_options {
   /// ends, with this request's route.
   phase_observer* phases = nullptr;
   random_source* random = nullptr;
+  /// Following redirects (off by default): the rules and their defaults
+  /// are redirect_options'. Each hop followed is in exchange::redirects.
+  redirect_options redirects{};
 };
 
 /// Connection pool counters, for tests and metrics.
@@ -185,6 +189,7 @@ boost::system::error_code make_error_code(response_error e) noexcept;
 namespace detail {
 struct client_state;
 struct prepared_request;
+struct redirect_chain;
 
 } // namespace detail
 
@@ -230,6 +235,51 @@ private:
     retry_options retry;
   };
   prepared prepare(std::string_view url, request&& req, const request_options& options) const;
+  static prepared prepare_parts(detail::client_state& state, url_parts&& parts, request&& req,
+                                const request_options& options);
+  /// A request that follows redirects: its first hop prepared (throws as
+  /// async_send does), nothing sent.
+  std::shared_ptr<detail::redirect_chain> start_chain(std::string_view url, request&& req,
+                                                      const request_options& options) const;
+  /// Runs the chain's hops, one retrying operation each, and completes
+  /// `handler` (on `ex`, cancellation heard from `slot`) with the last one's
+  /// outcome, the chain's attempts and hops in it.
+  static void follow_redirects(std::shared_ptr<detail::redirect_chain> chain, boost::asio::any_io_executor ex,
+                               boost::asio::cancellation_slot slot,
+                               boost::asio::any_completion_handler<retry_signature<exchange>> handler);
+  /// Starts the chain's current hop.
+  static void run_hop(std::shared_ptr<detail::redirect_chain> chain);
+  /// The attempts of `request`: a deferred operation each, started by the
+  /// engine with its own handler, whose executor is where the attempt runs.
+  static auto attempt_factory(std::shared_ptr<detail::client_state> state,
+                              std::shared_ptr<const detail::prepared_request> request, boost::asio::any_io_executor io) {
+    return [state = std::move(state), request = std::move(request),
+            io = std::move(io)](attempt_context<std::chrono::steady_clock> context) {
+      return boost::asio::async_initiate<const boost::asio::deferred_t&, void(std::exception_ptr, exchange)>(
+          [](auto handler, std::shared_ptr<detail::client_state> s, std::shared_ptr<const detail::prepared_request> r,
+             attempt_context<std::chrono::steady_clock> c, const boost::asio::any_io_executor& fallback) {
+            using handler_type = decltype(handler);
+            boost::asio::any_io_executor ex = boost::asio::get_associated_executor(handler, fallback);
+            // The operation keeps its own cancellation state on the handler's
+            // slot: the erased handler is given none (it would put a second
+            // one there).
+            boost::asio::cancellation_slot slot = boost::asio::get_associated_cancellation_slot(handler);
+            constexpr bool default_allocator =
+                std::is_same_v<boost::asio::associated_allocator_t<handler_type, boost::asio::recycling_allocator<void>>,
+                               boost::asio::recycling_allocator<void>>;
+            start_attempt(std::move(s), std::move(r), c, std::move(ex), slot, default_allocator,
+                          boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), std::move(handler)));
+          },
+          boost::asio::deferred, state, request, context, io);
+    };
+  }
+  static auto classifier_of(std::shared_ptr<detail::client_state> state,
+                            std::shared_ptr<const detail::prepared_request> request) {
+    return [state = std::move(state), request = std::move(request)](const boost::system::error_code& ec,
+                                                                     const exchange& x) {
+      return classify(*state, *request, ec, x);
+    };
+  }
   /// One attempt, a composed operation: every step on `ex` (the handler's
   /// executor), cancellation heard from `slot` (the handler's), its state
   /// allocated with the handler's allocator, or from the thread's block
@@ -249,35 +299,28 @@ private:
 template <class CompletionToken>
 auto client::async_send(std::string_view url, request req, const request_options& options,
                         CompletionToken&& token) {
-  prepared p = prepare(url, std::move(req), options);
-  auto attempt = [state = state_, request = p.request,
-                  io = get_executor()](attempt_context<std::chrono::steady_clock> context) {
-    // A deferred operation: the engine starts it with its own handler, whose
-    // executor is where the attempt runs.
-    return boost::asio::async_initiate<const boost::asio::deferred_t&, void(std::exception_ptr, exchange)>(
-        [](auto handler, std::shared_ptr<detail::client_state> s,
-           std::shared_ptr<const detail::prepared_request> r, attempt_context<std::chrono::steady_clock> c,
-           const boost::asio::any_io_executor& fallback) {
-          using handler_type = decltype(handler);
-          boost::asio::any_io_executor ex = boost::asio::get_associated_executor(handler, fallback);
-          // The operation keeps its own cancellation state on the handler's
-          // slot: the erased handler is given none (it would put a second
-          // one there).
+  // A request that follows redirects is a chain of retrying operations;
+  // one that does not is one, as it always was.
+  std::shared_ptr<detail::redirect_chain> chain;
+  prepared p;
+  if (options.redirects.follow) chain = start_chain(url, std::move(req), options);
+  else p = prepare(url, std::move(req), options);
+  return boost::asio::async_initiate<CompletionToken, retry_signature<exchange>>(
+      [](auto handler, std::shared_ptr<detail::client_state> state, const boost::asio::any_io_executor& io,
+         prepared p, const coretry::policy& policy, std::shared_ptr<detail::redirect_chain> chain) {
+        if (chain) {
+          boost::asio::any_io_executor ex = boost::asio::get_associated_executor(handler, io);
           boost::asio::cancellation_slot slot = boost::asio::get_associated_cancellation_slot(handler);
-          constexpr bool default_allocator =
-              std::is_same_v<boost::asio::associated_allocator_t<handler_type, boost::asio::recycling_allocator<void>>,
-                             boost::asio::recycling_allocator<void>>;
-          start_attempt(std::move(s), std::move(r), c, std::move(ex), slot, default_allocator,
-                        boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), std::move(handler)));
-        },
-        boost::asio::deferred, state, request, context, io);
-  };
-  auto classifier = [state = state_, request = p.request](const boost::system::error_code& ec, const exchange& x) {
-    return classify(*state, *request, ec, x);
-  };
-  return coretry::async_retry<boost::asio::steady_timer>(get_executor(), options.policy, p.retry, std::move(attempt),
-                                                         std::move(classifier),
-                                                         std::forward<CompletionToken>(token));
+          // The erased handler is invoked directly, never given to an
+          // operation: its slot is the one each hop's operation is bound to.
+          follow_redirects(std::move(chain), std::move(ex), slot,
+                           boost::asio::any_completion_handler<retry_signature<exchange>>(std::move(handler)));
+          return;
+        }
+        coretry::async_retry<boost::asio::steady_timer>(io, policy, p.retry, attempt_factory(state, p.request, io),
+                                                        classifier_of(state, p.request), std::move(handler));
+      },
+      token, state_, get_executor(), std::move(p), options.policy, std::move(chain));
 }
 
 } // namespace coretry::http

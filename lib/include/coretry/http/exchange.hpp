@@ -3,6 +3,7 @@
 
 #include <coretry/phases.hpp>
 #include <coretry/outcome.hpp>
+#include <coretry/http/redirect.hpp>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/message.hpp>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace coretry::http {
 
@@ -77,8 +79,12 @@ struct exchange {
   /// proxy_error::refused), 0 otherwise.
   unsigned proxy_status = 0;
   /// A permanent problem found on this side: the response-validation hook's
-  /// complaint, or a request body that could not be reproduced.
+  /// complaint, a request body that could not be reproduced, or a redirect
+  /// not followed (redirect_error).
   std::string problem;
+  /// The redirects followed before this exchange, the first first
+  /// (request_options::redirects); empty when none was.
+  std::vector<redirect_hop> redirects;
 };
 
 /// The result of one logical request: the engine's outcome, whose `value` is

@@ -96,9 +96,27 @@ std::optional<duration> observed_hedge_delay(const hedging_policy& h, const late
 /// answered the operation is over.
 class decision_core {
 public:
-  /// Throws std::invalid_argument naming the problem when `p` does not validate.
-  decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr,
-                retry_gate* gate = nullptr, concurrency_limit* limit = nullptr);
+  /// What a policy with hedging or an observed attempt limit needs beyond
+  /// the rest (the parts of the policy and the hedging state): kept apart,
+  /// so that a core whose policy has neither does not carry it.
+  struct extension {
+    hedging_policy hedging;
+    std::optional<observed_limit> observed;
+    duration hedge_delay{}; ///< the hedging delay in force
+    duration hedge_hold{};  ///< no hedge before this (a server's delay), from the start
+  };
+  /// Whether a core with policy `p` needs an extension.
+  static bool needs_extension(const coretry::policy& p) noexcept {
+    return p.hedging.max_hedges > 0 || p.observed.has_value();
+  }
+
+  /// Throws std::invalid_argument naming the problem when `p` does not
+  /// validate. A policy that needs_extension() keeps it in `storage` when
+  /// given (unused memory, which the caller keeps until the core is
+  /// destroyed, and where the core constructs and destroys it), else in
+  /// memory the core allocates.
+  decision_core(const coretry::policy& p, random_source& random, retry_budget* budget = nullptr,
+                retry_gate* gate = nullptr, concurrency_limit* limit = nullptr, void* storage = nullptr);
   /// Tells the gate that a probe it admitted is over, if one still is.
   ~decision_core();
   decision_core(const decision_core&) = delete;
@@ -188,17 +206,30 @@ public:
   void probe_over(std::uint64_t ticket) noexcept;
   /// The hedging delay in force: the policy's fixed delay, or with
   /// hedging.delay_percentile the latest one next_hedge observed (zero before any).
-  duration hedge_delay() const noexcept { return hedge_delay_; }
+  duration hedge_delay() const noexcept { return ext_ ? ext_->hedge_delay : duration::zero(); }
   /// No hedge is sent before this instant (from the start): the latest a
   /// server's delay reached.
-  duration hedge_hold() const noexcept { return hedge_hold_; }
+  duration hedge_hold() const noexcept { return ext_ ? ext_->hedge_hold : duration::zero(); }
 
   /// Attempts started so far.
   unsigned attempts() const noexcept { return attempts_; }
   /// The limit of the latest attempt started, before the clamp to the
   /// remaining time: attempt_limit, or the observed limit.
   duration attempt_limit() const noexcept { return limit_; }
-  const coretry::policy& policy() const noexcept { return policy_; }
+  /// The policy's overall deadline.
+  duration overall_deadline() const noexcept { return overall_deadline_; }
+  /// The policy's hedging (max_hedges 0: none).
+  unsigned max_hedges() const noexcept { return ext_ ? ext_->hedging.max_hedges : 0; }
+  /// The percentile the hedging delay is taken from, if any.
+  std::optional<double> hedge_delay_percentile() const noexcept {
+    return ext_ ? ext_->hedging.delay_percentile : std::nullopt;
+  }
+  /// The percentile an observed attempt limit is taken from, if any.
+  std::optional<double> observed_percentile() const noexcept {
+    return ext_ && ext_->observed ? std::optional<double>(ext_->observed->percentile) : std::nullopt;
+  }
+  /// The operation's start as the gate sees time (given to begin()).
+  duration origin() const noexcept { return origin_; }
 
 private:
   decision plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety);
@@ -224,23 +255,36 @@ private:
   /// Gives back a permit no attempt used.
   void permit_unused(duration elapsed) noexcept;
 
-  coretry::policy policy_;
+  // The policy (what every operation uses), then the extension.
+  duration overall_deadline_;
+  duration attempt_limit_;
+  duration min_attempt_allowance_;
+  duration completion_reserve_;
+  duration server_delay_spread_;
+  duration timer_slack_;
+  duration initial_window_;
+  duration max_window_;
+  duration backoff_floor_;
+  double multiplier_;
+  unsigned max_attempts_;
+  jitter_kind jitter_;
+  extension* ext_ = nullptr;
   random_source* random_;
   retry_budget* budget_;
   retry_gate* gate_;
   concurrency_limit* permits_;
   duration origin_{};
-  std::optional<gate_decision> held_; // the gate's last wait, presented when asking again
+  gate_decision held_{}; // the gate's last wait, presented when asking again (when has_held_)
   std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
   unsigned attempts_ = 0;
   duration limit_{};
   duration previous_wait_{}; // decorrelated jitter draws from it
-  duration hedge_delay_{};   // the hedging delay in force
   duration last_start_{};    // when the latest attempt started, from the start
-  duration hedge_hold_{};    // no hedge before this (a server's delay)
   enum class awaiting : unsigned char { nothing, first, retry };
   awaiting permit_for_ = awaiting::nothing; // wait_permit answered for this attempt
   bool permit_held_ = false; // a permit for an attempt answered for and not yet started
+  bool has_held_ = false;    // held_ is a wait the gate gave
+  bool owns_ext_ = false;    // ext_ was allocated by the core
 };
 
 } // namespace coretry

@@ -126,6 +126,13 @@ struct block_allocator {
   }
 };
 
+/// A unit of an operation's block whose size depends on what the operation
+/// needs (allocated as a count of units of the operation's alignment).
+template <std::size_t Align>
+struct alignas(Align) block_unit {
+  unsigned char bytes[Align];
+};
+
 /// The allocator an operation's own block comes from, given the allocator
 /// its handlers use: that one when the handler names one, else (Asio's
 /// default, the recycling allocator) block_allocator; an over-aligned

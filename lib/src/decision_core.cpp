@@ -234,11 +234,24 @@ void decision_core::hold_hedges(duration elapsed, const verdict& v) noexcept {
     ext_->hedge_hold = std::max(ext_->hedge_hold, saturating_add(elapsed, *v.server_delay));
 }
 
-decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
+decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety,
+                                         unsigned still_running) {
   if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
-  end_probe();
+  // With others running, a probe the gate admitted goes back with the
+  // attempt that carried it (probe_over).
+  if (still_running == 0) end_probe();
   hold_hedges(elapsed, v);
-  decision d = plan_after_attempt(elapsed, v, safety);
+  if (const std::optional<stop_reason> stop = verdict_stop(v, safety)) {
+    if (still_running == 0) return decision::stop(*stop);
+    stopping_ = stop;
+    return decision::wind_down(*stop);
+  }
+  if (still_running > 0) {
+    hedge_at_once_ = true;
+    return decision::hedge();
+  }
+  hedge_at_once_ = false;
+  decision d = plan_retry(elapsed, v);
   // A retry the budget would refuse now is not slept for: the operation stops
   // at once. The token itself is taken after the sleep (sleep_finished).
   if (d.what == decision::action::sleep && budget_ && !budget_->retry_available())
@@ -246,18 +259,24 @@ decision decision_core::attempt_finished(duration elapsed, const verdict& v, rep
   return d;
 }
 
-decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety) {
+decision decision_core::attempt_cancelled(unsigned still_running) {
+  if (still_running == 0) return decision::stop(stop_reason::cancelled);
+  stopping_ = stop_reason::cancelled;
+  return decision::none();
+}
+
+std::optional<stop_reason> decision_core::verdict_stop(const verdict& v, repeat_safety safety) noexcept {
   switch (v.status) {
-  case attempt_status::success: return decision::stop(stop_reason::succeeded);
-  case attempt_status::permanent: return decision::stop(stop_reason::rejected);
+  case attempt_status::success: return stop_reason::succeeded;
+  case attempt_status::permanent: return stop_reason::rejected;
   case attempt_status::transient: break;
   }
-
   const bool safe_to_repeat = safety != repeat_safety::unsafe || v.delivered == delivery::never_sent;
-  if (!safe_to_repeat)
-    return decision::stop(v.delivered == delivery::answered ? stop_reason::rejected
-                                                            : stop_reason::outcome_unknown);
+  if (!safe_to_repeat) return v.delivered == delivery::answered ? stop_reason::rejected : stop_reason::outcome_unknown;
+  return std::nullopt;
+}
 
+decision decision_core::plan_retry(duration elapsed, const verdict& v) {
   // Never sleep after the final allowed attempt: there is no request to schedule.
   if (attempts_ >= max_attempts_) return decision::stop(stop_reason::attempts_exhausted);
 
@@ -307,20 +326,6 @@ decision decision_core::sleep_finished(duration elapsed, const latency_snapshot*
   return admit(elapsed, d, false);
 }
 
-std::optional<decision> decision_core::attempt_finished_in_flight(duration elapsed, const verdict& v,
-                                                                  repeat_safety safety) {
-  if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
-  hold_hedges(elapsed, v);
-  switch (v.status) {
-  case attempt_status::success: return decision::stop(stop_reason::succeeded);
-  case attempt_status::permanent: return decision::stop(stop_reason::rejected);
-  case attempt_status::transient: break;
-  }
-  if (safety == repeat_safety::unsafe && v.delivered != delivery::never_sent)
-    return decision::stop(v.delivered == delivery::answered ? stop_reason::rejected : stop_reason::outcome_unknown);
-  return std::nullopt;
-}
-
 std::optional<duration> observed_hedge_delay(const hedging_policy& h, const latency_snapshot* s,
                                              duration attempt_limit) noexcept {
   if (!s || s->successes < h.min_successes) return std::nullopt;
@@ -328,10 +333,20 @@ std::optional<duration> observed_hedge_delay(const hedging_policy& h, const late
   return std::clamp(s->percentile, floor, std::max(floor, attempt_limit));
 }
 
-hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, bool at_once,
-                                         const latency_snapshot* observed, const latency_snapshot* hedge_observed) {
+hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, const latency_snapshot* observed,
+                                         const latency_snapshot* hedge_observed) {
+  hedge_decision h = hedge_due(elapsed, in_flight, observed, hedge_observed);
+  // Sent or refused, an immediate hedge is over: the next waits for its delay
+  // (or the next failure).
+  if (h.what != hedge_decision::action::wait && h.what != hedge_decision::action::none) hedge_at_once_ = false;
+  return h;
+}
+
+hedge_decision decision_core::hedge_due(duration elapsed, unsigned in_flight, const latency_snapshot* observed,
+                                        const latency_snapshot* hedge_observed) {
   using action = hedge_decision::action;
-  if (!ext_) return {};
+  const bool at_once = hedge_at_once_;
+  if (!ext_ || stopping_) return {};
   const hedging_policy& h = ext_->hedging;
   if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= max_attempts_) return {};
   if (h.delay_percentile) {

@@ -22,7 +22,13 @@ struct decision {
   /// wait_permit: the concurrency limit has no permit free now; wait for
   /// one at most `wait` (concurrency_limit::wait), then tell the core
   /// permit_granted() or permit_refused().
-  enum class action { start_attempt, sleep, stop, wait_permit };
+  /// wind_down: an attempt's end decided the operation while others still
+  /// run: send them terminal cancellation; the operation stops with
+  /// `reason` once the last has ended (stopping()).
+  /// hedge: an attempt failed while others still run: the next hedge is
+  /// due now (ask next_hedge()).
+  /// none: nothing to do until the attempts still running end.
+  enum class action { start_attempt, sleep, stop, wait_permit, wind_down, hedge, none };
   action what = action::stop;
   duration allowance{};              ///< start_attempt: the attempt's deadline, from now
   duration wait{};                   ///< sleep: how long
@@ -37,6 +43,11 @@ struct decision {
     return {action::stop, {}, {}, wait_source::none, reason};
   }
   static decision wait_permit(duration wait) noexcept { return {action::wait_permit, {}, wait}; }
+  static decision wind_down(stop_reason reason) noexcept {
+    return {action::wind_down, {}, {}, wait_source::none, reason};
+  }
+  static decision hedge() noexcept { return {action::hedge}; }
+  static decision none() noexcept { return {action::none}; }
 };
 
 /// What an attempt's end tells the concurrency limit: nothing when it was
@@ -91,9 +102,11 @@ std::optional<duration> observed_hedge_delay(const hedging_policy& h, const late
 /// with instants `origin + elapsed` (origin: the operation's start on the
 /// clock the gate's callers share, given to begin()).
 ///
-/// Protocol: begin() once; after an attempt, attempt_finished(); after a
-/// sleep, sleep_finished(). Every call answers the next step. Once a stop is
-/// answered the operation is over.
+/// Protocol: begin() once; after an attempt, attempt_finished() (with the
+/// number of attempts still running, for hedging) or attempt_cancelled();
+/// after a sleep, sleep_finished(); after wait_permit, permit_granted() or
+/// permit_refused(); when a hedge may be due, next_hedge(). Every call
+/// answers the next step. Once a stop is answered the operation is over.
 class decision_core {
 public:
   /// What a policy with hedging or an observed attempt limit needs beyond
@@ -134,11 +147,25 @@ public:
   /// observed limit (none: the limit is the ceiling, as in the warm-up).
   decision begin(duration origin = duration::zero(), const latency_snapshot* observed = nullptr);
   /// An attempt finished `elapsed` after the start, classified as `v`;
-  /// `safety` says whether the operation as a whole may be repeated. Tells
-  /// the gate the attempt's result (every attempt, the first included). Stops
-  /// with budget_exhausted, rather than sleeping, when the budget has no
-  /// token for the retry now.
-  decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety);
+  /// `safety` says whether the operation as a whole may be repeated;
+  /// `still_running` attempts (hedges) have not ended. Tells the gate the
+  /// attempt's result (every attempt, the first included). One rule set,
+  /// whether others run or not: success, a permanent failure and a
+  /// transient failure that may not be repeated stop the operation (with
+  /// others running: wind_down, and the stop once they have ended). A
+  /// transient failure otherwise: with others running, the next hedge at
+  /// once (hedge); else a retry after the backoff (sleep), or a stop when
+  /// none is possible: budget_exhausted, rather than sleeping, when the
+  /// budget has no token for the retry now.
+  decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety, unsigned still_running = 0);
+  /// An attempt ended by the caller's cancellation (its result is not
+  /// told to the gate): a stop, cancelled, or with `still_running` others
+  /// (cancelled already) none, and the stop once the last has ended.
+  decision attempt_cancelled(unsigned still_running);
+  /// Decided while attempts were still running (wind_down, or a
+  /// cancellation): the reason the operation stops with once the last has
+  /// ended; nothing new is started meanwhile.
+  std::optional<stop_reason> stopping() const noexcept { return stopping_; }
   /// A sleep finished: re-checks the remaining time, asks the gate, and takes
   /// a budget token. The gate's wait_until(T) becomes a sleep until T
   /// (wait_source::gate), after which this is called again; its deny, or a T
@@ -176,8 +203,10 @@ public:
 
   /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
   /// running: due `hedging.delay` after the latest attempt started, or at
-  /// once when `at_once` (an attempt has just failed transiently while
-  /// others run); never before a server's delay has passed (hedge_hold()).
+  /// once after attempt_finished answered hedge (an attempt failed
+  /// transiently while others run, until a hedge is sent or refused); never
+  /// before a server's delay has passed (hedge_hold()). None once the
+  /// operation is stopping().
   /// With hedging.delay_percentile the delay is observed_hedge_delay() of
   /// `hedge_observed` (the tracker's snapshot for that percentile) and the
   /// latest attempt's limit, and nothing is due on a delay while it is empty.
@@ -186,15 +215,8 @@ public:
   /// token and the gate must admit it now (a gate that would only admit it
   /// later refuses it: a hedge is never held). On `send` the token is taken
   /// and the attempt counted.
-  hedge_decision next_hedge(duration elapsed, unsigned in_flight, bool at_once,
-                            const latency_snapshot* observed = nullptr,
+  hedge_decision next_hedge(duration elapsed, unsigned in_flight, const latency_snapshot* observed = nullptr,
                             const latency_snapshot* hedge_observed = nullptr);
-  /// An attempt finished `elapsed` after the start, classified as `v`, while
-  /// others are still running. Tells the gate its result. Success and a
-  /// permanent failure answer their stop (the other attempts are then to be
-  /// cancelled); so does a transient failure that may not be repeated. A
-  /// transient failure otherwise answers nothing: ask next_hedge(at_once).
-  std::optional<decision> attempt_finished_in_flight(duration elapsed, const verdict& v, repeat_safety safety);
   /// The concurrency limit, or null.
   concurrency_limit* limit() const noexcept { return permits_; }
 
@@ -232,7 +254,13 @@ public:
   duration origin() const noexcept { return origin_; }
 
 private:
-  decision plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety);
+  /// The stop an attempt's verdict decides by itself, if any.
+  static std::optional<stop_reason> verdict_stop(const verdict& v, repeat_safety safety) noexcept;
+  /// The retry after a transient failure of the last attempt running.
+  decision plan_retry(duration elapsed, const verdict& v);
+  /// next_hedge's rules.
+  hedge_decision hedge_due(duration elapsed, unsigned in_flight, const latency_snapshot* observed,
+                           const latency_snapshot* hedge_observed);
   duration local_backoff(unsigned retry_index);
   /// Time left for an attempt's allowance at `elapsed`: deadline - elapsed -
   /// reserve, saturating (duration::max() when there is no overall deadline).
@@ -284,6 +312,8 @@ private:
   awaiting permit_for_ = awaiting::nothing; // wait_permit answered for this attempt
   bool permit_held_ = false; // a permit for an attempt answered for and not yet started
   bool has_held_ = false;    // held_ is a wait the gate gave
+  bool hedge_at_once_ = false; // an attempt failed while others run: the next hedge is due now
+  std::optional<stop_reason> stopping_; // decided while attempts ran: the stop once they have ended
   bool owns_ext_ = false;    // ext_ was allocated by the core
 };
 

@@ -365,6 +365,9 @@ private:
     case decision::action::sleep: return sleep(d);
     case decision::action::stop: return finish(d.reason);
     case decision::action::wait_permit: return wait_for_permit(d.wait);
+    case decision::action::wind_down: return wind_down();
+    case decision::action::hedge: return consider_hedge();
+    case decision::action::none: return;
     }
   }
 
@@ -492,18 +495,17 @@ private:
   // Nothing is launched once a result has been taken, the caller has
   // cancelled or the attempts are being wound down.
   void consider_hedge() {
-    if (phase_ != phase::attempting || stopping_ || exception_ || cancel_requested()) return;
+    if (phase_ != phase::attempting || core_.stopping() || exception_ || cancel_requested()) return;
     const duration at = elapsed();
     const duration now = detail::saturating_add(core_.origin(), at);
     const std::optional<latency_snapshot> observed = observe(now);
     const std::optional<double> percentile = core_.hedge_delay_percentile();
     const std::optional<latency_snapshot> hedge_observed =
         percentile && tracker_ ? std::optional{tracker_->snapshot(*percentile, now)} : std::nullopt;
-    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_, observed ? &*observed : nullptr,
+    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), observed ? &*observed : nullptr,
                                               hedge_observed ? &*hedge_observed : nullptr);
     switch (h.what) {
     case hedge_decision::action::send:
-      hedge_at_once_ = false;
       decided_at_ = at;
       report_hedge(hedge_result::sent, core_.attempts(), at);
       start_attempt(h.allowance, attempt_kind::hedge, h.probe);
@@ -515,7 +517,6 @@ private:
     case hedge_decision::action::refused_limit:
       // Simply not sent: the attempts in flight go on, and no other hedge
       // is tried until one of them fails.
-      hedge_at_once_ = false;
       report_hedge(h.what == hedge_decision::action::refused_budget ? hedge_result::refused_budget
                    : h.what == hedge_decision::action::refused_gate ? hedge_result::refused_gate
                                                                     : hedge_result::refused_limit,
@@ -548,7 +549,7 @@ private:
 
   void conclude() {
     if (exception_) return fail();
-    finish(*stopping_);
+    finish(*core_.stopping());
   }
 
   // How many times a cancelled attempt's cancellation is sent again before
@@ -578,7 +579,7 @@ private:
     const std::uint64_t probe = lanes_[lane].probe;
     lanes_.release(lane);
     const bool last = lanes_.in_flight() == 0;
-    if (stopping_ || exception_) return on_wound_down(index, probe, std::move(done), last);
+    if (core_.stopping() || exception_) return on_wound_down(index, probe, std::move(done), last);
     if (last) phase_ = phase::deciding;
     if (done.exception) {
       exception_ = std::move(done.exception);
@@ -616,28 +617,14 @@ private:
     core_.permit_over(record.end, record.end - record.start,
                       limit_signal_of(record.classified, done.error == attempt_error::timed_out, cancelled,
                                       record.allowance < core_.attempt_limit()));
-    if (cancelled) {
-      if (last) return finish(stop_reason::cancelled);
-      stopping_ = stop_reason::cancelled; // the others have been told already
-      return;
-    }
+    // The others, if any, have been told of the caller's cancellation already.
+    if (cancelled) return act(core_.attempt_cancelled(lanes_.in_flight()));
     record_latency(record);
-    if (!last) {
-      // Others are in flight: a result taken (or a permanent failure) ends
-      // them; a transient failure sends the next hedge at once.
-      if (const std::optional<decision> stop =
-              core_.attempt_finished_in_flight(record.end, record.classified, safety_)) {
-        stopping_ = stop->reason;
-        if (stop->reason == stop_reason::succeeded) take_winner(record);
-        return wind_down();
-      }
-      hedge_at_once_ = true;
-      return consider_hedge();
-    }
-    cancel_hedge_timer();
-    hedge_at_once_ = false;
-    const decision d = core_.attempt_finished(record.end, record.classified, safety_);
-    if (d.what == decision::action::stop && d.reason == stop_reason::succeeded) take_winner(record);
+    if (last) cancel_hedge_timer();
+    const decision d = core_.attempt_finished(record.end, record.classified, safety_, lanes_.in_flight());
+    if ((d.what == decision::action::stop || d.what == decision::action::wind_down) &&
+        d.reason == stop_reason::succeeded)
+      take_winner(record);
     act(d);
   }
 
@@ -656,7 +643,7 @@ private:
     record.end = elapsed();
     core_.permit_over(record.end, record.end - record.start, limit_signal::ignored);
     record.error = done.error;
-    record.superseded = stopping_ == stop_reason::succeeded;
+    record.superseded = core_.stopping() == stop_reason::succeeded;
     if (done.value) record.connection = connection_of<T>::get(*done.value);
     record.classified = verdict::permanent(record.superseded ? "superseded" : "cancelled", delivery::unknown);
     if (observer_) observer_->attempt_finished({operation_, record});
@@ -746,7 +733,6 @@ private:
   caller_link<retry_op> caller_; ///< the handler in the caller's cancellation slot
   hedge_part* hedge_ = nullptr;   ///< in the block after the operation: with hedging only
   permit_part* permit_ = nullptr; ///< in the block after the operation: with a concurrency limit only
-  std::optional<stop_reason> stopping_; ///< decided while attempts were in flight: concluded by the last
   std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
   std::atomic<int> references_{0};
   unsigned wake_generation_ = 0; ///< of the latest placement of wake_
@@ -754,7 +740,6 @@ private:
   repeat_safety safety_ = repeat_safety::unsafe;
   wait_source next_wait_source_ = wait_source::none;
   phase phase_ = phase::starting;
-  bool hedge_at_once_ = false; ///< an attempt failed while others run: the next hedge is due now
   bool finished_ = false;
   bool clear_in_place_ = false; ///< the caller emits from the strand
 };

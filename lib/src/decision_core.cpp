@@ -56,18 +56,31 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 }
 
 decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget,
-                             retry_gate* gate, concurrency_limit* limit)
-    : policy_(p), random_(&random), budget_(budget), gate_(gate), permits_(limit), hedge_delay_(p.hedging.delay_percentile ? duration::zero() : p.hedging.delay) {
-  if (auto problem = policy_.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+                             retry_gate* gate, concurrency_limit* limit, void* storage)
+    : overall_deadline_(p.overall_deadline), attempt_limit_(p.attempt_limit),
+      min_attempt_allowance_(p.min_attempt_allowance), completion_reserve_(p.completion_reserve),
+      server_delay_spread_(p.server_delay_spread), timer_slack_(p.timer_slack),
+      initial_window_(p.backoff.initial_window), max_window_(p.backoff.max_window), backoff_floor_(p.backoff.floor),
+      multiplier_(p.backoff.multiplier), max_attempts_(p.max_attempts), jitter_(p.backoff.jitter), random_(&random),
+      budget_(budget), gate_(gate), permits_(limit) {
+  if (auto problem = p.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+  if (!needs_extension(p)) return;
+  const extension e{p.hedging, p.observed, p.hedging.delay_percentile ? duration::zero() : p.hedging.delay, {}};
+  if (storage) {
+    ext_ = ::new (storage) extension(e);
+  } else {
+    ext_ = new extension(e);
+    owns_ext_ = true;
+  }
 }
 
 duration decision_core::usable_after(duration elapsed) const noexcept {
-  if (policy_.overall_deadline == duration::max()) return duration::max();
-  return policy_.overall_deadline - elapsed - policy_.completion_reserve;
+  if (overall_deadline_ == duration::max()) return duration::max();
+  return overall_deadline_ - elapsed - completion_reserve_;
 }
 
 duration decision_core::local_backoff(unsigned retry_index) {
-  const backoff_policy& b = policy_.backoff;
+  const backoff_policy b{initial_window_, multiplier_, max_window_, jitter_, backoff_floor_};
   const duration window = backoff_window(b, retry_index);
   duration wait{};
   switch (b.jitter) {
@@ -108,10 +121,11 @@ decision decision_core::start_if_useful(duration elapsed, const latency_snapshot
   // The remaining time decides whether an attempt is useful; the limit only
   // how long it may take (an observed limit may be below the minimum).
   const duration usable = usable_after(elapsed);
-  if (usable <= duration::zero() || usable < policy_.min_attempt_allowance)
+  if (usable <= duration::zero() || usable < min_attempt_allowance_)
     return decision::stop(stop_reason::deadline_exhausted);
-  limit_ = policy_.observed ? observed_attempt_limit(*policy_.observed, observed ? *observed : latency_snapshot{})
-                            : policy_.attempt_limit;
+  limit_ = ext_ && ext_->observed
+               ? observed_attempt_limit(*ext_->observed, observed ? *observed : latency_snapshot{})
+               : attempt_limit_;
   return decision::start_attempt(std::min(limit_, usable));
 }
 
@@ -135,9 +149,9 @@ decision decision_core::no_permit(duration elapsed, bool first) {
   const concurrency_limit::options& o = permits_->settings();
   // The wait is short, and never longer than the time after which the
   // attempt would no longer be useful.
-  duration wait = std::min(o.max_wait, policy_.min_attempt_allowance > usable_after(elapsed)
+  duration wait = std::min(o.max_wait, min_attempt_allowance_ > usable_after(elapsed)
                                            ? duration::zero()
-                                           : usable_after(elapsed) - policy_.min_attempt_allowance);
+                                           : usable_after(elapsed) - min_attempt_allowance_);
   if (o.max_waiters == 0 || wait <= duration::zero()) {
     permits_->count_refusal();
     return permit_refused();
@@ -203,6 +217,8 @@ void decision_core::permit_unused(duration elapsed) noexcept {
 decision_core::~decision_core() {
   end_probe();
   if (permit_held_) permit_unused(last_start_);
+  if (owns_ext_) delete ext_;
+  else if (ext_) ext_->~extension();
 }
 
 void decision_core::end_probe() noexcept {
@@ -214,15 +230,28 @@ void decision_core::probe_over(std::uint64_t ticket) noexcept {
 }
 
 void decision_core::hold_hedges(duration elapsed, const verdict& v) noexcept {
-  if (v.server_delay && *v.server_delay > duration::zero())
-    hedge_hold_ = std::max(hedge_hold_, saturating_add(elapsed, *v.server_delay));
+  if (ext_ && v.server_delay && *v.server_delay > duration::zero())
+    ext_->hedge_hold = std::max(ext_->hedge_hold, saturating_add(elapsed, *v.server_delay));
 }
 
-decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety) {
+decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety,
+                                         unsigned still_running) {
   if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
-  end_probe();
+  // With others running, a probe the gate admitted goes back with the
+  // attempt that carried it (probe_over).
+  if (still_running == 0) end_probe();
   hold_hedges(elapsed, v);
-  decision d = plan_after_attempt(elapsed, v, safety);
+  if (const std::optional<stop_reason> stop = verdict_stop(v, safety)) {
+    if (still_running == 0) return decision::stop(*stop);
+    stopping_ = stop;
+    return decision::wind_down(*stop);
+  }
+  if (still_running > 0) {
+    hedge_at_once_ = true;
+    return decision::hedge();
+  }
+  hedge_at_once_ = false;
+  decision d = plan_retry(elapsed, v);
   // A retry the budget would refuse now is not slept for: the operation stops
   // at once. The token itself is taken after the sleep (sleep_finished).
   if (d.what == decision::action::sleep && budget_ && !budget_->retry_available())
@@ -230,31 +259,37 @@ decision decision_core::attempt_finished(duration elapsed, const verdict& v, rep
   return d;
 }
 
-decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety) {
+decision decision_core::attempt_cancelled(unsigned still_running) {
+  if (still_running == 0) return decision::stop(stop_reason::cancelled);
+  stopping_ = stop_reason::cancelled;
+  return decision::none();
+}
+
+std::optional<stop_reason> decision_core::verdict_stop(const verdict& v, repeat_safety safety) noexcept {
   switch (v.status) {
-  case attempt_status::success: return decision::stop(stop_reason::succeeded);
-  case attempt_status::permanent: return decision::stop(stop_reason::rejected);
+  case attempt_status::success: return stop_reason::succeeded;
+  case attempt_status::permanent: return stop_reason::rejected;
   case attempt_status::transient: break;
   }
-
   const bool safe_to_repeat = safety != repeat_safety::unsafe || v.delivered == delivery::never_sent;
-  if (!safe_to_repeat)
-    return decision::stop(v.delivered == delivery::answered ? stop_reason::rejected
-                                                            : stop_reason::outcome_unknown);
+  if (!safe_to_repeat) return v.delivered == delivery::answered ? stop_reason::rejected : stop_reason::outcome_unknown;
+  return std::nullopt;
+}
 
+decision decision_core::plan_retry(duration elapsed, const verdict& v) {
   // Never sleep after the final allowed attempt: there is no request to schedule.
-  if (attempts_ >= policy_.max_attempts) return decision::stop(stop_reason::attempts_exhausted);
+  if (attempts_ >= max_attempts_) return decision::stop(stop_reason::attempts_exhausted);
 
   // The longest wait after which a useful attempt can still start.
   const duration usable = usable_after(elapsed);
-  if (usable < policy_.min_attempt_allowance || usable <= duration::zero())
+  if (usable < min_attempt_allowance_ || usable <= duration::zero())
     return decision::stop(stop_reason::deadline_exhausted);
   // A planned wait ends timer_slack before the last instant at which an
   // attempt could still get its minimum allowance: real timers fire late.
-  if (usable != duration::max() && usable - policy_.min_attempt_allowance < policy_.timer_slack)
+  if (usable != duration::max() && usable - min_attempt_allowance_ < timer_slack_)
     return decision::stop(stop_reason::deadline_exhausted);
   const duration longest_wait =
-      usable == duration::max() ? usable : usable - policy_.min_attempt_allowance - policy_.timer_slack;
+      usable == duration::max() ? usable : usable - min_attempt_allowance_ - timer_slack_;
 
   // The server's delay is a minimum: never shortened, never truncated by the
   // local cap. When it does not fit, stop now rather than sleep and fail later.
@@ -272,8 +307,8 @@ decision decision_core::plan_after_attempt(duration elapsed, const verdict& v, r
   // A small positive spread keeps clients told the same instant from
   // returning together; it is ours, so it may shrink to fit the deadline.
   duration spread{};
-  if (policy_.server_delay_spread > duration::zero())
-    spread = duration(1) + draw_up_to(*random_, policy_.server_delay_spread - duration(1));
+  if (server_delay_spread_ > duration::zero())
+    spread = duration(1) + draw_up_to(*random_, server_delay_spread_ - duration(1));
   spread = std::min(spread, longest_wait - base);
   return decision::sleep(saturating_add(base, spread), source);
 }
@@ -291,20 +326,6 @@ decision decision_core::sleep_finished(duration elapsed, const latency_snapshot*
   return admit(elapsed, d, false);
 }
 
-std::optional<decision> decision_core::attempt_finished_in_flight(duration elapsed, const verdict& v,
-                                                                  repeat_safety safety) {
-  if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
-  hold_hedges(elapsed, v);
-  switch (v.status) {
-  case attempt_status::success: return decision::stop(stop_reason::succeeded);
-  case attempt_status::permanent: return decision::stop(stop_reason::rejected);
-  case attempt_status::transient: break;
-  }
-  if (safety == repeat_safety::unsafe && v.delivered != delivery::never_sent)
-    return decision::stop(v.delivered == delivery::answered ? stop_reason::rejected : stop_reason::outcome_unknown);
-  return std::nullopt;
-}
-
 std::optional<duration> observed_hedge_delay(const hedging_policy& h, const latency_snapshot* s,
                                              duration attempt_limit) noexcept {
   if (!s || s->successes < h.min_successes) return std::nullopt;
@@ -312,17 +333,29 @@ std::optional<duration> observed_hedge_delay(const hedging_policy& h, const late
   return std::clamp(s->percentile, floor, std::max(floor, attempt_limit));
 }
 
-hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, bool at_once,
-                                         const latency_snapshot* observed, const latency_snapshot* hedge_observed) {
+hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, const latency_snapshot* observed,
+                                         const latency_snapshot* hedge_observed) {
+  hedge_decision h = hedge_due(elapsed, in_flight, observed, hedge_observed);
+  // Sent or refused, an immediate hedge is over: the next waits for its delay
+  // (or the next failure).
+  if (h.what != hedge_decision::action::wait && h.what != hedge_decision::action::none) hedge_at_once_ = false;
+  return h;
+}
+
+hedge_decision decision_core::hedge_due(duration elapsed, unsigned in_flight, const latency_snapshot* observed,
+                                        const latency_snapshot* hedge_observed) {
   using action = hedge_decision::action;
-  const hedging_policy& h = policy_.hedging;
-  if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= policy_.max_attempts) return {};
+  const bool at_once = hedge_at_once_;
+  if (!ext_ || stopping_) return {};
+  const hedging_policy& h = ext_->hedging;
+  if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= max_attempts_) return {};
   if (h.delay_percentile) {
     const std::optional<duration> delay = observed_hedge_delay(h, hedge_observed, limit_);
-    if (delay) hedge_delay_ = *delay;
+    if (delay) ext_->hedge_delay = *delay;
     else if (!at_once) return {};
   }
-  const duration due = std::max(at_once ? elapsed : saturating_add(last_start_, hedge_delay_), hedge_hold_);
+  const duration due =
+      std::max(at_once ? elapsed : saturating_add(last_start_, ext_->hedge_delay), ext_->hedge_hold);
   if (due > elapsed) return {action::wait, {}, due};
   const decision start = start_if_useful(elapsed, observed);
   if (start.what != decision::action::start_attempt) return {};
@@ -353,9 +386,8 @@ hedge_decision decision_core::next_hedge(duration elapsed, unsigned in_flight, b
 }
 
 duration decision_core::latest_gate_instant(duration now) const noexcept {
-  if (policy_.overall_deadline == duration::max()) return duration::max();
-  const duration last_start = policy_.overall_deadline - policy_.completion_reserve - policy_.min_attempt_allowance -
-                              policy_.timer_slack;
+  if (overall_deadline_ == duration::max()) return duration::max();
+  const duration last_start = overall_deadline_ - completion_reserve_ - min_attempt_allowance_ - timer_slack_;
   return std::max(now, saturating_add(origin_, std::max(last_start, duration::zero())));
 }
 
@@ -366,23 +398,24 @@ std::optional<decision> decision_core::hold_at_gate(duration elapsed) {
   // allowance. An attempt now is useful (start_if_useful said so) even if
   // the slack is already eaten into.
   const duration latest = latest_gate_instant(now);
-  const gate_decision answer = gate_->ask(now, latest, held_ ? &*held_ : nullptr);
+  const gate_decision answer = gate_->ask(now, latest, has_held_ ? &held_ : nullptr);
   switch (answer.what) {
   case gate_decision::action::admit:
-    held_.reset();
+    has_held_ = false;
     probe_ = answer.ticket;
     return std::nullopt;
   case gate_decision::action::wait:
     if (answer.at <= now) { // a slot already due is an admission
-      held_.reset();
+      has_held_ = false;
       return std::nullopt;
     }
     if (answer.at > latest) break;
     held_ = answer;
+    has_held_ = true;
     return decision::sleep(answer.at - now, wait_source::gate);
   case gate_decision::action::deny: break;
   }
-  held_.reset();
+  has_held_ = false;
   return decision::stop(stop_reason::dependency_unhealthy);
 }
 

@@ -17,7 +17,10 @@
 //    latency_tracker the round's operations share; the ratio to the fixed
 //    limit is printed too; and a fourth time with an adaptive concurrency
 //    limit the round's operations share (a permit taken and given back, a
-//    latency sample recorded, per attempt), with its ratio to none.
+//    latency sample recorded, per attempt), with its ratio to none; and a
+//    fifth time with hedging configured (one hedge after 50 ms) that never
+//    sends a hedge, every operation being over long before, with its ratio
+//    to no hedging.
 // 2. Backoff: `pending` operations whose first attempt fails, all asleep in a
 //    one-hour backoff at once; reports heap bytes per pending operation, then
 //    the time to cancel them all and see every handler run.
@@ -130,10 +133,13 @@ measurement run_direct_with_deadline(int operations) {
 /// `gate` (if any) every attempt's result; with `tracker`, every attempt's
 /// limit is observed from it (p99.9 x 1.5) and every result recorded into it.
 measurement run_retry(int operations, context_kind kind, coretry::retry_gate* gate = nullptr,
-                      coretry::latency_tracker* tracker = nullptr, coretry::concurrency_limit* limit = nullptr) {
-  return measure(operations, kind, [operations, gate, tracker, limit](asio::io_context& io) -> asio::awaitable<void> {
+                      coretry::latency_tracker* tracker = nullptr, coretry::concurrency_limit* limit = nullptr,
+                      unsigned hedges = 0) {
+  return measure(operations, kind,
+                 [operations, gate, tracker, limit, hedges](asio::io_context& io) -> asio::awaitable<void> {
     coretry::policy p;
     if (tracker) p.observed = coretry::observed_limit{};
+    p.hedging.max_hedges = hedges;
     coretry::retry_options options;
     options.safety = coretry::repeat_safety::idempotent;
     options.gate = gate;
@@ -175,6 +181,12 @@ measurement run_retry_limited(int operations) {
   const measurement m = run_retry(operations, context_kind::single_threaded, nullptr, nullptr, &limit);
   if (limit.in_flight() != 0 || limit.totals().acquired != static_cast<std::uint64_t>(operations)) std::abort();
   return m;
+}
+
+/// async_retry on the single-threaded io_context with one hedge configured
+/// after the default 50 ms: every operation is over first, so none is sent.
+measurement run_retry_hedging_unused(int operations) {
+  return run_retry(operations, context_kind::single_threaded, nullptr, nullptr, nullptr, 1);
 }
 
 /// The median and quartiles of `b`'s ns/op over `a`'s in back-to-back pairs
@@ -253,28 +265,32 @@ int main(int argc, char** argv) {
   run_retry_with_gate(operations / 10);
   run_retry_observed(operations / 10);
   run_retry_limited(operations / 10);
+  run_retry_hedging_unused(operations / 10);
   constexpr int rounds = 5;
-  constexpr int kinds = 8;
+  constexpr int kinds = 9;
   constexpr int plain = 2; // async_retry, single-threaded io_context, no gate
   constexpr int gated = 5; // the same with a local_gate
   constexpr int observed = 6; // the same with an observed limit
   constexpr int limited = 7;  // the same with a concurrency limit
+  constexpr int hedged = 8;   // the same with hedging configured, no hedge sent
   const char* names[kinds] = {"direct co_await", "direct, hand-made deadline",
                               "async_retry, single-threaded io_context", "async_retry, strand per op",
                               "async_retry, caller's strand", "async_retry, single-threaded, local_gate",
                               "async_retry, single-threaded, observed limit",
-                              "async_retry, single-threaded, concurrency limit"};
+                              "async_retry, single-threaded, concurrency limit",
+                              "async_retry, single-threaded, hedging configured, no hedge sent"};
   measurement sums[kinds] = {};
   double ratio_min = 0, ratio_max = 0; // of the rounds' gate/no-gate ns/op
   double observed_min = 0, observed_max = 0; // of the rounds' observed/fixed limit ns/op
   double limited_min = 0, limited_max = 0;   // of the rounds' limit/no limit ns/op
+  double hedged_min = 0, hedged_max = 0;     // of the rounds' hedging configured/none ns/op
   for (int r = 0; r < rounds; ++r) {
     const measurement m[kinds] = {run_direct(operations), run_direct_with_deadline(operations),
                                   run_retry(operations, context_kind::single_threaded),
                                   run_retry(operations, context_kind::shared),
                                   run_retry(operations, context_kind::on_strand),
                                   run_retry_with_gate(operations), run_retry_observed(operations),
-                                  run_retry_limited(operations)};
+                                  run_retry_limited(operations), run_retry_hedging_unused(operations)};
     for (int i = 0; i < kinds; ++i) {
       sums[i].ns_per_op += m[i].ns_per_op / rounds;
       sums[i].allocs_per_op += m[i].allocs_per_op / rounds;
@@ -288,6 +304,9 @@ int main(int argc, char** argv) {
     const double limited_ratio = m[limited].ns_per_op / m[plain].ns_per_op;
     limited_min = r == 0 ? limited_ratio : std::min(limited_min, limited_ratio);
     limited_max = r == 0 ? limited_ratio : std::max(limited_max, limited_ratio);
+    const double hedged_ratio = m[hedged].ns_per_op / m[plain].ns_per_op;
+    hedged_min = r == 0 ? hedged_ratio : std::min(hedged_min, hedged_ratio);
+    hedged_max = r == 0 ? hedged_ratio : std::max(hedged_max, hedged_ratio);
   }
   std::printf("happy path, %d operations x %d interleaved rounds (mean of rounds):\n", operations, rounds);
   for (int i = 0; i < kinds; ++i)
@@ -304,9 +323,14 @@ int main(int argc, char** argv) {
               "%+.2f allocations/op\n",
               sums[limited].ns_per_op / sums[plain].ns_per_op, limited_min, limited_max,
               sums[limited].allocs_per_op - sums[plain].allocs_per_op);
+  std::printf("  hedging configured, no hedge sent / none (single-threaded io_context): %.3f x ns/op "
+              "(rounds %.3f to %.3f), %+.2f allocations/op\n",
+              sums[hedged].ns_per_op / sums[plain].ns_per_op, hedged_min, hedged_max,
+              sums[hedged].allocs_per_op - sums[plain].allocs_per_op);
   const auto fixed = [](int n) { return run_retry(n, context_kind::single_threaded); };
   print_pairs("observed / fixed limit", operations / 4, fixed, run_retry_observed);
   print_pairs("concurrency limit / none", operations / 4, fixed, run_retry_limited);
+  print_pairs("hedging configured, no hedge sent / none", operations / 4, fixed, run_retry_hedging_unused);
   bench_backoff(pending);
   return 0;
 }

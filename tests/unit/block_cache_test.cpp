@@ -75,6 +75,33 @@ TEST_CASE("block cache: it keeps at most its few slots, and no block larger than
   CHECK(block_cache::cached() == 0);
 }
 
+TEST_CASE("block cache: a block of a size it holds none of takes a slot when all are full") {
+  drain();
+  // Every slot holds a block of another size.
+  std::vector<void*> others;
+  for (std::size_t i = 0; i < block_cache::slots; ++i) others.push_back(block_cache::allocate(100 + i));
+  for (std::size_t i = 0; i < block_cache::slots; ++i) block_cache::deallocate(others[i], 100 + i);
+  CHECK(block_cache::cached() == block_cache::slots);
+  // Operations of a new size: from the second on, each takes the block the
+  // one before it freed.
+  void* first = block_cache::allocate(700);
+  block_cache::deallocate(first, 700);
+  CHECK(block_cache::cached() == block_cache::slots);
+  void* second = block_cache::allocate(700);
+  CHECK(second == first);
+  CHECK(block_cache::cached() == block_cache::slots - 1); // taken from the cache, not the heap
+  block_cache::deallocate(second, 700);
+  // One of the sizes already held: given back, the others stay.
+  void* again = block_cache::allocate(700);
+  void* extra = block_cache::allocate(700);
+  block_cache::deallocate(again, 700);
+  block_cache::deallocate(extra, 700);
+  CHECK(block_cache::cached() == block_cache::slots);
+  CHECK(block_cache::allocate(700) == again);
+  block_cache::deallocate(again, 700);
+  drain();
+}
+
 TEST_CASE("block cache: async_retry's operation and runner go back to the thread's cache when the handler has no allocator") {
   asio::io_context io(1);
   drain();

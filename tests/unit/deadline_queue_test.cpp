@@ -132,6 +132,35 @@ TEST_CASE("deadline queue: removing deadlines is free and leaves the real timer 
   CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(30));
 }
 
+TEST_CASE("deadline queue: an earlier deadline set after a later one arms the timer once, not once per operation") {
+  // Hedging configured, never sent: each operation sets its attempt's
+  // deadline (250 ms) and then its hedge's (50 ms), earlier, and removes
+  // both once its attempt has succeeded at once.
+  asio::io_context io(1);
+  coretry::policy p;
+  p.hedging.max_hedges = 1;
+  coretry::retry_options o;
+  o.safety = coretry::repeat_safety::idempotent;
+  constexpr int operations = 1000;
+  int done = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < operations; ++i) {
+          auto r = co_await coretry::async_retry(
+              io.get_executor(), p, o, [](const auto&) { return deferred_attempt(immediate_operation()); },
+              asio::use_awaitable);
+          done += r.succeeded();
+        }
+      },
+      asio::detached);
+  io.run();
+  CHECK(done == operations);
+  // The first operation arms it twice; then once each time an armed
+  // instant passes (every 50 ms, on a slow machine), never once per operation.
+  CHECK(arms_of<asio::steady_timer>(io) < operations / 10);
+}
+
 TEST_CASE("deadline queue: a real deadline still expires on time after the queue went idle") {
   asio::io_context io(1);
   // First a deadline far away, removed at once: the armed wait stays, uncounted.

@@ -257,3 +257,80 @@ TEST_CASE("core: invalid policies are refused with a message naming the field") 
   refused([](auto& p) { p.backoff.max_window = 1ms; }, "max_window");
   refused([](auto& p) { p.server_delay_spread = -1ms; }, "server_delay_spread");
 }
+
+TEST_CASE("core: an attempt's end while others run follows the same rules: a stop winds them down, a failure hedges at once") {
+  using hedge = coretry::hedge_decision::action;
+  coretry::testing::scripted_random draws{};
+  coretry::policy p;
+  p.max_attempts = 4;
+  p.hedging.max_hedges = 1;
+  p.hedging.delay = ms(50);
+  coretry::decision_core core(p, draws);
+  REQUIRE(core.begin().what == decision::action::start_attempt);
+  // The hedge is due 50 ms after the first attempt started.
+  coretry::hedge_decision h = core.next_hedge(ms(10), 1);
+  CHECK(h.what == hedge::wait);
+  CHECK(h.at == ms(50));
+  REQUIRE(core.next_hedge(ms(50), 1).what == hedge::send);
+  // The first fails while the hedge runs: the next hedge is due at once.
+  decision d = core.attempt_finished(ms(60), timed_out, idempotent, 1);
+  CHECK(d.what == decision::action::hedge);
+  CHECK_FALSE(core.stopping());
+  h = core.next_hedge(ms(60), 1);
+  REQUIRE(h.what == hedge::send);
+  CHECK(h.allowance == ms(250));
+  CHECK(core.attempts() == 3);
+  // Sent: the one after it waits for its delay again.
+  h = core.next_hedge(ms(60), 1);
+  CHECK(h.what == hedge::wait);
+  CHECK(h.at == ms(110));
+  // A success while another runs: the others wind down, the stop is kept,
+  // and no hedge follows.
+  d = core.attempt_finished(ms(70), verdict::success(), idempotent, 1);
+  CHECK(d.what == decision::action::wind_down);
+  CHECK(d.reason == stop_reason::succeeded);
+  CHECK(core.stopping() == stop_reason::succeeded);
+  CHECK(core.next_hedge(ms(110), 1).what == hedge::none);
+}
+
+TEST_CASE("core: a permanent failure, an unrepeatable one and the caller's cancellation while others run") {
+  coretry::testing::scripted_random draws{};
+  coretry::policy p;
+  p.hedging.max_hedges = 2;
+  {
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const decision d = core.attempt_finished(ms(20), verdict::permanent("refused"), idempotent, 2);
+    CHECK(d.what == decision::action::wind_down);
+    CHECK(d.reason == stop_reason::rejected);
+    CHECK(core.stopping() == stop_reason::rejected);
+  }
+  {
+    coretry::decision_core core(p, draws);
+    core.begin();
+    const decision d = core.attempt_finished(ms(20), verdict::transient("reset", coretry::delivery::unknown),
+                                             coretry::repeat_safety::unsafe, 1);
+    CHECK(d.what == decision::action::wind_down);
+    CHECK(d.reason == stop_reason::outcome_unknown);
+  }
+  {
+    coretry::decision_core core(p, draws);
+    core.begin();
+    // The others have been told of the cancellation: nothing to do but wait.
+    decision d = core.attempt_cancelled(1);
+    CHECK(d.what == decision::action::none);
+    CHECK(core.stopping() == stop_reason::cancelled);
+    d = core.attempt_cancelled(0);
+    CHECK(d.what == decision::action::stop);
+    CHECK(d.reason == stop_reason::cancelled);
+  }
+  {
+    // The last attempt running: the retry rules, as without hedging.
+    coretry::testing::scripted_random backoff_draws{0.5};
+    coretry::decision_core core(p, backoff_draws);
+    core.begin();
+    const decision d = core.attempt_finished(ms(20), timed_out, idempotent, 0);
+    CHECK(d.what == decision::action::sleep);
+    CHECK_FALSE(core.stopping());
+  }
+}

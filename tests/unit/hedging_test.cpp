@@ -4,6 +4,7 @@
 
 #include <coretry/prometheus.hpp>
 
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
@@ -94,7 +95,72 @@ hedged_run run_hedged(const coretry::policy& p, fake_dependency& dependency, cor
   return {std::move(*result), completed_at, counters.read()};
 }
 
+/// An allocator that notes the size of every block it hands out.
+template <class T>
+struct sizing_allocator {
+  using value_type = T;
+  explicit sizing_allocator(std::vector<std::size_t>* noted) noexcept : sizes(noted) {}
+  template <class U>
+  sizing_allocator(const sizing_allocator<U>& other) noexcept : sizes(other.sizes) {}
+  T* allocate(std::size_t n) {
+    sizes->push_back(n * sizeof(T));
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
+  template <class U>
+  bool operator==(const sizing_allocator<U>& other) const noexcept {
+    return sizes == other.sizes;
+  }
+  std::vector<std::size_t>* sizes;
+};
+
+/// The size of the block an operation under `p` and `o` lives in: the first
+/// its handler's allocator hands out. The operation succeeds at once.
+std::size_t operation_block(const coretry::policy& p, coretry::retry_options o = {}) {
+  asio::io_context io;
+  coretry::testing::manual_runner runner(io);
+  o.safety = coretry::repeat_safety::idempotent;
+  fake_dependency dependency{{{10ms}}};
+  std::vector<std::size_t> sizes;
+  int handler_calls = 0;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, o, dependency.factory(), status_classifier{},
+                                     asio::bind_allocator(sizing_allocator<void>(&sizes),
+                                                          [&](std::exception_ptr e, coretry::outcome<int> r) {
+                                                            CHECK_FALSE(e);
+                                                            CHECK(r.reason == stop_reason::succeeded);
+                                                            ++handler_calls;
+                                                          }));
+  runner.run();
+  CHECK(handler_calls == 1);
+  REQUIRE_FALSE(sizes.empty());
+  return sizes.front();
+}
+
 } // namespace
+
+TEST_CASE("hedging: an operation whose policy sends no hedge carries none of hedging's state") {
+  const std::size_t plain = operation_block(coretry::policy{});
+  // The hedges' lanes (a cancellation signal each) and the hedging rules.
+  const std::size_t hedging_state =
+      coretry::policy::max_hedges_cap * sizeof(asio::cancellation_signal) + sizeof(coretry::hedging_policy);
+  CHECK(operation_block(hedged(1)) >= plain + hedging_state);
+  CHECK(operation_block(hedged(coretry::policy::max_hedges_cap)) == operation_block(hedged(1)));
+  // An observed limit carries its rule, not hedging's lanes.
+  coretry::policy observed;
+  observed.observed = coretry::observed_limit{};
+  coretry::latency_tracker tracker;
+  coretry::retry_options with_tracker;
+  with_tracker.tracker = &tracker;
+  const std::size_t observing = operation_block(observed, with_tracker);
+  CHECK(observing >= plain + sizeof(coretry::observed_limit));
+  CHECK(operation_block(hedged(1)) >=
+        observing + coretry::policy::max_hedges_cap * sizeof(asio::cancellation_signal));
+  // A concurrency limit's place in its queue, only with a limit.
+  coretry::concurrency_limit limit;
+  coretry::retry_options limited;
+  limited.limit = &limit;
+  CHECK(operation_block(coretry::policy{}, limited) >= plain + sizeof(coretry::permit_waiter));
+}
 
 TEST_CASE("hedging: a hedge sent after the delay wins over a slow first attempt, which is cancelled") {
   fake_dependency dependency{{{1s}, {10ms}}};

@@ -9,7 +9,9 @@
 // concurrency limit, every permit given back and no waiter left; handlers on a strand of a second io_context, cancelled
 // from there; and, in some rounds, the I/O context stopped and destroyed
 // mid-flight. Every handler must run exactly once, on its executor, and
-// nothing may outlive its context. Run it under tsan and asan: a data race
+// nothing may outlive its context; the handler of a retrying operation bound
+// to a strand (hedged or not) runs only once none of its attempts'
+// operations is still running. Run it under tsan and asan: a data race
 // or a use after free there is a failure too.
 //
 // Seeded: CORETRY_STRESS_SEED replays a run (the seed is printed on
@@ -58,6 +60,7 @@ struct ledger {
   std::vector<std::atomic<int>> ran;   ///< times the handler ran
   std::vector<std::atomic<int>> unrun; ///< times it was destroyed without running
   std::atomic<int> wrong_executor{0};
+  std::atomic<int> attempts_running{0}; ///< handlers that ran while an attempt's operation of theirs still ran
   std::atomic<int> live{0}; ///< handlers (or coroutine frames) not yet run nor destroyed
 };
 
@@ -92,19 +95,24 @@ private:
 /// `after`, or with operation_aborted when cancelled through the handler's
 /// slot; completion through the handler's executor. With `after` zero it
 /// completes at once, posted to that executor: on another thread, while
-/// the call that started it may still be running.
-auto timed_operation(asio::io_context& io, microseconds after) {
+/// the call that started it may still be running. `running` (if given)
+/// counts it from its start until it calls its handler.
+auto timed_operation(asio::io_context& io, microseconds after, std::atomic<int>* running = nullptr) {
   return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
-      [&io, after](auto handler) {
+      [&io, after, running](auto handler) {
+        if (running) ++*running;
+        auto ex = asio::get_associated_executor(handler);
         if (after == microseconds::zero()) {
-          auto ex = asio::get_associated_executor(handler);
-          return asio::post(ex, asio::append(std::move(handler), boost::system::error_code(), 200));
+          return asio::post(ex, [running, h = std::move(handler)]() mutable {
+            if (running) --*running;
+            std::move(h)(boost::system::error_code(), 200);
+          });
         }
         auto timer = std::make_shared<asio::steady_timer>(io, after);
         auto slot = asio::get_associated_cancellation_slot(handler);
-        auto ex = asio::get_associated_executor(handler);
         timer->async_wait(asio::bind_cancellation_slot(
-            slot, asio::bind_executor(ex, [timer, h = std::move(handler)](boost::system::error_code ec) mutable {
+            slot, asio::bind_executor(ex, [timer, running, h = std::move(handler)](boost::system::error_code ec) mutable {
+              if (running) --*running;
               std::move(h)(ec, ec ? 0 : 200);
             })));
       },
@@ -303,18 +311,23 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
                              });
         break;
       case kind::retry_strand:
-      case kind::retry_hedged:
+      case kind::retry_hedged: {
+        // Its attempts' operations still running (hedges run side by side).
+        auto running = std::make_shared<std::atomic<int>>(0);
         coretry::async_retry(
             bare, k == kind::retry_hedged ? hedged : policy, k == kind::retry_hedged ? hedged_options : options,
-            [&io, takes](const auto&) { return timed_operation(io, takes); },
+            [&io, takes, running](const auto&) { return timed_operation(io, takes, running.get()); },
             asio::bind_cancellation_slot(
-                signal->slot(), asio::bind_executor(strand, [p = probe(book, i), strand, signal,
-                                                             done](std::exception_ptr, coretry::outcome<int>) mutable {
+                signal->slot(),
+                asio::bind_executor(strand, [p = probe(book, i), strand, signal, done, running,
+                                             &book](std::exception_ptr, coretry::outcome<int>) mutable {
                   *done = true;
+                  if (running->load() != 0) ++book.attempts_running;
                   p.ran(strand.running_in_this_thread());
                 })));
         if (cancel) arm_cancel();
         break;
+      }
       case kind::deadline_other_context:
         coretry::async_with_deadline<int>(
             bare, deadline, timed_operation(io, takes),
@@ -393,6 +406,8 @@ std::string round(std::uint64_t seed, std::size_t n, bool teardown) {
     }
   if (book.live != 0) return std::to_string(book.live.load()) + " handlers outlived their io_context";
   if (book.wrong_executor != 0) return std::to_string(book.wrong_executor.load()) + " handlers ran off their executor";
+  if (book.attempts_running != 0)
+    return std::to_string(book.attempts_running.load()) + " handlers ran while an attempt's operation still ran";
   return "";
 }
 

@@ -22,7 +22,13 @@ struct decision {
   /// wait_permit: the concurrency limit has no permit free now; wait for
   /// one at most `wait` (concurrency_limit::wait), then tell the core
   /// permit_granted() or permit_refused().
-  enum class action { start_attempt, sleep, stop, wait_permit };
+  /// wind_down: an attempt's end decided the operation while others still
+  /// run: send them terminal cancellation; the operation stops with
+  /// `reason` once the last has ended (stopping()).
+  /// hedge: an attempt failed while others still run: the next hedge is
+  /// due now (ask next_hedge()).
+  /// none: nothing to do until the attempts still running end.
+  enum class action { start_attempt, sleep, stop, wait_permit, wind_down, hedge, none };
   action what = action::stop;
   duration allowance{};              ///< start_attempt: the attempt's deadline, from now
   duration wait{};                   ///< sleep: how long
@@ -37,6 +43,11 @@ struct decision {
     return {action::stop, {}, {}, wait_source::none, reason};
   }
   static decision wait_permit(duration wait) noexcept { return {action::wait_permit, {}, wait}; }
+  static decision wind_down(stop_reason reason) noexcept {
+    return {action::wind_down, {}, {}, wait_source::none, reason};
+  }
+  static decision hedge() noexcept { return {action::hedge}; }
+  static decision none() noexcept { return {action::none}; }
 };
 
 /// What an attempt's end tells the concurrency limit: nothing when it was
@@ -91,14 +102,34 @@ std::optional<duration> observed_hedge_delay(const hedging_policy& h, const late
 /// with instants `origin + elapsed` (origin: the operation's start on the
 /// clock the gate's callers share, given to begin()).
 ///
-/// Protocol: begin() once; after an attempt, attempt_finished(); after a
-/// sleep, sleep_finished(). Every call answers the next step. Once a stop is
-/// answered the operation is over.
+/// Protocol: begin() once; after an attempt, attempt_finished() (with the
+/// number of attempts still running, for hedging) or attempt_cancelled();
+/// after a sleep, sleep_finished(); after wait_permit, permit_granted() or
+/// permit_refused(); when a hedge may be due, next_hedge(). Every call
+/// answers the next step. Once a stop is answered the operation is over.
 class decision_core {
 public:
-  /// Throws std::invalid_argument naming the problem when `p` does not validate.
-  decision_core(const policy& p, random_source& random, retry_budget* budget = nullptr,
-                retry_gate* gate = nullptr, concurrency_limit* limit = nullptr);
+  /// What a policy with hedging or an observed attempt limit needs beyond
+  /// the rest (the parts of the policy and the hedging state): kept apart,
+  /// so that a core whose policy has neither does not carry it.
+  struct extension {
+    hedging_policy hedging;
+    std::optional<observed_limit> observed;
+    duration hedge_delay{}; ///< the hedging delay in force
+    duration hedge_hold{};  ///< no hedge before this (a server's delay), from the start
+  };
+  /// Whether a core with policy `p` needs an extension.
+  static bool needs_extension(const coretry::policy& p) noexcept {
+    return p.hedging.max_hedges > 0 || p.observed.has_value();
+  }
+
+  /// Throws std::invalid_argument naming the problem when `p` does not
+  /// validate. A policy that needs_extension() keeps it in `storage` when
+  /// given (unused memory, which the caller keeps until the core is
+  /// destroyed, and where the core constructs and destroys it), else in
+  /// memory the core allocates.
+  decision_core(const coretry::policy& p, random_source& random, retry_budget* budget = nullptr,
+                retry_gate* gate = nullptr, concurrency_limit* limit = nullptr, void* storage = nullptr);
   /// Tells the gate that a probe it admitted is over, if one still is.
   ~decision_core();
   decision_core(const decision_core&) = delete;
@@ -116,11 +147,25 @@ public:
   /// observed limit (none: the limit is the ceiling, as in the warm-up).
   decision begin(duration origin = duration::zero(), const latency_snapshot* observed = nullptr);
   /// An attempt finished `elapsed` after the start, classified as `v`;
-  /// `safety` says whether the operation as a whole may be repeated. Tells
-  /// the gate the attempt's result (every attempt, the first included). Stops
-  /// with budget_exhausted, rather than sleeping, when the budget has no
-  /// token for the retry now.
-  decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety);
+  /// `safety` says whether the operation as a whole may be repeated;
+  /// `still_running` attempts (hedges) have not ended. Tells the gate the
+  /// attempt's result (every attempt, the first included). One rule set,
+  /// whether others run or not: success, a permanent failure and a
+  /// transient failure that may not be repeated stop the operation (with
+  /// others running: wind_down, and the stop once they have ended). A
+  /// transient failure otherwise: with others running, the next hedge at
+  /// once (hedge); else a retry after the backoff (sleep), or a stop when
+  /// none is possible: budget_exhausted, rather than sleeping, when the
+  /// budget has no token for the retry now.
+  decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety, unsigned still_running = 0);
+  /// An attempt ended by the caller's cancellation (its result is not
+  /// told to the gate): a stop, cancelled, or with `still_running` others
+  /// (cancelled already) none, and the stop once the last has ended.
+  decision attempt_cancelled(unsigned still_running);
+  /// Decided while attempts were still running (wind_down, or a
+  /// cancellation): the reason the operation stops with once the last has
+  /// ended; nothing new is started meanwhile.
+  std::optional<stop_reason> stopping() const noexcept { return stopping_; }
   /// A sleep finished: re-checks the remaining time, asks the gate, and takes
   /// a budget token. The gate's wait_until(T) becomes a sleep until T
   /// (wait_source::gate), after which this is called again; its deny, or a T
@@ -158,8 +203,10 @@ public:
 
   /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
   /// running: due `hedging.delay` after the latest attempt started, or at
-  /// once when `at_once` (an attempt has just failed transiently while
-  /// others run); never before a server's delay has passed (hedge_hold()).
+  /// once after attempt_finished answered hedge (an attempt failed
+  /// transiently while others run, until a hedge is sent or refused); never
+  /// before a server's delay has passed (hedge_hold()). None once the
+  /// operation is stopping().
   /// With hedging.delay_percentile the delay is observed_hedge_delay() of
   /// `hedge_observed` (the tracker's snapshot for that percentile) and the
   /// latest attempt's limit, and nothing is due on a delay while it is empty.
@@ -168,15 +215,8 @@ public:
   /// token and the gate must admit it now (a gate that would only admit it
   /// later refuses it: a hedge is never held). On `send` the token is taken
   /// and the attempt counted.
-  hedge_decision next_hedge(duration elapsed, unsigned in_flight, bool at_once,
-                            const latency_snapshot* observed = nullptr,
+  hedge_decision next_hedge(duration elapsed, unsigned in_flight, const latency_snapshot* observed = nullptr,
                             const latency_snapshot* hedge_observed = nullptr);
-  /// An attempt finished `elapsed` after the start, classified as `v`, while
-  /// others are still running. Tells the gate its result. Success and a
-  /// permanent failure answer their stop (the other attempts are then to be
-  /// cancelled); so does a transient failure that may not be repeated. A
-  /// transient failure otherwise answers nothing: ask next_hedge(at_once).
-  std::optional<decision> attempt_finished_in_flight(duration elapsed, const verdict& v, repeat_safety safety);
   /// The concurrency limit, or null.
   concurrency_limit* limit() const noexcept { return permits_; }
 
@@ -188,20 +228,39 @@ public:
   void probe_over(std::uint64_t ticket) noexcept;
   /// The hedging delay in force: the policy's fixed delay, or with
   /// hedging.delay_percentile the latest one next_hedge observed (zero before any).
-  duration hedge_delay() const noexcept { return hedge_delay_; }
+  duration hedge_delay() const noexcept { return ext_ ? ext_->hedge_delay : duration::zero(); }
   /// No hedge is sent before this instant (from the start): the latest a
   /// server's delay reached.
-  duration hedge_hold() const noexcept { return hedge_hold_; }
+  duration hedge_hold() const noexcept { return ext_ ? ext_->hedge_hold : duration::zero(); }
 
   /// Attempts started so far.
   unsigned attempts() const noexcept { return attempts_; }
   /// The limit of the latest attempt started, before the clamp to the
   /// remaining time: attempt_limit, or the observed limit.
   duration attempt_limit() const noexcept { return limit_; }
-  const coretry::policy& policy() const noexcept { return policy_; }
+  /// The policy's overall deadline.
+  duration overall_deadline() const noexcept { return overall_deadline_; }
+  /// The policy's hedging (max_hedges 0: none).
+  unsigned max_hedges() const noexcept { return ext_ ? ext_->hedging.max_hedges : 0; }
+  /// The percentile the hedging delay is taken from, if any.
+  std::optional<double> hedge_delay_percentile() const noexcept {
+    return ext_ ? ext_->hedging.delay_percentile : std::nullopt;
+  }
+  /// The percentile an observed attempt limit is taken from, if any.
+  std::optional<double> observed_percentile() const noexcept {
+    return ext_ && ext_->observed ? std::optional<double>(ext_->observed->percentile) : std::nullopt;
+  }
+  /// The operation's start as the gate sees time (given to begin()).
+  duration origin() const noexcept { return origin_; }
 
 private:
-  decision plan_after_attempt(duration elapsed, const verdict& v, repeat_safety safety);
+  /// The stop an attempt's verdict decides by itself, if any.
+  static std::optional<stop_reason> verdict_stop(const verdict& v, repeat_safety safety) noexcept;
+  /// The retry after a transient failure of the last attempt running.
+  decision plan_retry(duration elapsed, const verdict& v);
+  /// next_hedge's rules.
+  hedge_decision hedge_due(duration elapsed, unsigned in_flight, const latency_snapshot* observed,
+                           const latency_snapshot* hedge_observed);
   duration local_backoff(unsigned retry_index);
   /// Time left for an attempt's allowance at `elapsed`: deadline - elapsed -
   /// reserve, saturating (duration::max() when there is no overall deadline).
@@ -224,23 +283,38 @@ private:
   /// Gives back a permit no attempt used.
   void permit_unused(duration elapsed) noexcept;
 
-  coretry::policy policy_;
+  // The policy (what every operation uses), then the extension.
+  duration overall_deadline_;
+  duration attempt_limit_;
+  duration min_attempt_allowance_;
+  duration completion_reserve_;
+  duration server_delay_spread_;
+  duration timer_slack_;
+  duration initial_window_;
+  duration max_window_;
+  duration backoff_floor_;
+  double multiplier_;
+  unsigned max_attempts_;
+  jitter_kind jitter_;
+  extension* ext_ = nullptr;
   random_source* random_;
   retry_budget* budget_;
   retry_gate* gate_;
   concurrency_limit* permits_;
   duration origin_{};
-  std::optional<gate_decision> held_; // the gate's last wait, presented when asking again
+  gate_decision held_{}; // the gate's last wait, presented when asking again (when has_held_)
   std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
   unsigned attempts_ = 0;
   duration limit_{};
   duration previous_wait_{}; // decorrelated jitter draws from it
-  duration hedge_delay_{};   // the hedging delay in force
   duration last_start_{};    // when the latest attempt started, from the start
-  duration hedge_hold_{};    // no hedge before this (a server's delay)
   enum class awaiting : unsigned char { nothing, first, retry };
   awaiting permit_for_ = awaiting::nothing; // wait_permit answered for this attempt
   bool permit_held_ = false; // a permit for an attempt answered for and not yet started
+  bool has_held_ = false;    // held_ is a wait the gate gave
+  bool hedge_at_once_ = false; // an attempt failed while others run: the next hedge is due now
+  std::optional<stop_reason> stopping_; // decided while attempts ran: the stop once they have ended
+  bool owns_ext_ = false;    // ext_ was allocated by the core
 };
 
 } // namespace coretry

@@ -211,7 +211,7 @@ private:
 
   // What owned_handler asks of its owner.
   const boost::asio::any_io_executor& executor() const noexcept { return executor_; }
-  boost::asio::cancellation_slot inner_slot() noexcept { return signal_.slot(); }
+  boost::asio::cancellation_slot inner_slot(std::size_t) noexcept { return signal_.slot(); }
   const handler_allocator& allocator() const noexcept { return alloc_; }
 
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
@@ -371,7 +371,7 @@ private:
 
   // The operation's completion, through owned_handler, on the executor.
   template <class First, class... Rest>
-  void on_completion(First first, Rest&&... rest) {
+  void on_completion(std::size_t, First first, Rest&&... rest) {
     if (op_done_) return; // a start that threw already ended this attempt
     op_done_ = true;
     result_ = to_completion(std::move(first), std::forward<Rest>(rest)...);

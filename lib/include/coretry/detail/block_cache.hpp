@@ -12,6 +12,11 @@
 // A block freed on another thread goes into that thread's cache. The cache
 // keeps at most `slots` blocks of at most `largest` bytes each, and frees
 // them when its thread ends; a block freed after that is given straight back.
+// When every slot holds a block and none is of the freed block's size, the
+// freed block takes a slot in turn (its block goes back to the heap): a
+// thread that goes on to operations of another size (another policy's
+// parts, another handler) caches theirs, rather than keep the sizes it saw
+// first and take every block of the new size from the heap.
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/recycling_allocator.hpp>
@@ -45,17 +50,28 @@ public:
     return ::operator new(size);
   }
 
-  /// `size` is the size that was asked for. Kept when a slot is free, else
-  /// given back to the heap.
+  /// `size` is the size that was asked for. Kept when a slot is free, or
+  /// in place of another size's block when no slot holds one of this size;
+  /// else given back to the heap.
   static void deallocate(void* block, std::size_t size) noexcept {
     if (size <= largest) {
       if (cache* c = mine()) {
+        bool held = false; // a block of this size is cached already
         for (auto& s : c->slot) {
           if (s.block == nullptr) {
             s.block = block;
             s.size = size;
             return;
           }
+          held = held || s.size == size;
+        }
+        if (!held) {
+          entry& s = c->slot[c->turn];
+          c->turn = (c->turn + 1) % slots;
+          ::operator delete(s.block);
+          s.block = block;
+          s.size = size;
+          return;
         }
       }
     }
@@ -88,6 +104,7 @@ private:
   };
   struct cache {
     entry slot[slots];
+    std::size_t turn = 0; ///< the slot a block of a new size takes next when all are full
     cache() noexcept { state() = alive; }
     ~cache() {
       state() = gone;
@@ -124,6 +141,13 @@ struct block_allocator {
   bool operator==(const block_allocator<U>&) const noexcept {
     return true;
   }
+};
+
+/// A unit of an operation's block whose size depends on what the operation
+/// needs (allocated as a count of units of the operation's alignment).
+template <std::size_t Align>
+struct alignas(Align) block_unit {
+  unsigned char bytes[Align];
 };
 
 /// The allocator an operation's own block comes from, given the allocator

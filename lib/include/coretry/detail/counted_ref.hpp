@@ -6,6 +6,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
+#include <cstddef>
 #include <utility>
 
 namespace coretry::detail {
@@ -46,11 +47,13 @@ private:
   Owner* owner_;
 };
 
-/// The completion handler an operation gives to the operation it runs inside
+/// The completion handler an operation gives to an operation it runs inside
 /// it: it holds a counted reference to its owner, takes the owner's serial
-/// executor, cancellation slot and allocator as its own, and hands what it
-/// receives to `owner.on_completion(...)`. The owner provides
-/// `executor()`, `inner_slot()` and `allocator()`.
+/// executor, the cancellation slot of its `lane` and the owner's allocator as
+/// its own, and hands what it receives to `owner.on_completion(lane, ...)`.
+/// An owner running one inner operation at a time uses lane 0; one running
+/// several (a retrying operation's hedges) gives each its own lane. The
+/// owner provides `executor()`, `inner_slot(lane)` and `allocator()`.
 template <class Owner>
 struct owned_handler {
   using executor_type = boost::asio::any_io_executor;
@@ -58,17 +61,18 @@ struct owned_handler {
   using allocator_type = typename Owner::allocator_type;
 
   executor_type get_executor() const noexcept { return owner->executor(); }
-  cancellation_slot_type get_cancellation_slot() const noexcept { return owner->inner_slot(); }
+  cancellation_slot_type get_cancellation_slot() const noexcept { return owner->inner_slot(lane); }
   allocator_type get_allocator() const noexcept { return owner->allocator(); }
 
   template <class... Args>
   void operator()(Args&&... args) {
     counted_ref<Owner> self(std::move(owner));
-    self->on_completion(std::forward<Args>(args)...);
+    self->on_completion(lane, std::forward<Args>(args)...);
     self.done();
   }
 
   counted_ref<Owner> owner;
+  std::size_t lane = 0;
 };
 
 } // namespace coretry::detail

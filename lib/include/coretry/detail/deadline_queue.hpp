@@ -208,10 +208,15 @@ private:
   // With mutex_ held: the last deadline has gone.
   void idle() {
     if (!armed_ || uncounted_) return;
-    if (!keeps_own_time && io_context_ != nullptr && waits_ == 1) {
+    if (!keeps_own_time && io_context_ != nullptr) {
       // Keep the armed wait for the next deadline, which is usually later
       // than the armed instant and then costs nothing; it stops counting as
-      // work, so that it keeps no run() from returning.
+      // work, so that it keeps no run() from returning. Waits it replaced
+      // may still be queued (their handlers just return): they count as
+      // work until they have run, as any handler does. Cancelling here
+      // instead would make the next deadline arm the timer again, and an
+      // earlier one set after it (a hedge's after its attempt's) once more:
+      // two waits pending at every idle, and so on for every operation.
       io_context_->get_executor().on_work_finished();
       uncounted_ = true;
       return;

@@ -32,25 +32,30 @@ inline constexpr unsigned honoured_cancellation =
     static_cast<unsigned>(boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial);
 
 /// One retrying operation. It lives in memory from the completion handler's
-/// associated allocator and is owned by the handlers it has outstanding
+/// associated allocator, in one block that holds hedging's state only when
+/// its policy sends hedges, and the concurrency limit's only when it has a
+/// limit. It is owned by the handlers it has outstanding
 /// (counted references): freed when the last of them has run, or has been
 /// destroyed unrun by a destroyed io_context, which then destroys the
 /// caller's handler too. Its steps run on `strand_`; the caller's handler is
 /// invoked through its own associated executor, on which work is counted
 /// from the start until then, and only after the operation's memory is freed.
 template <class Timer, class Factory, class Classifier, class T, class Handler>
-class retry_op : private permit_waiter {
+class retry_op {
   using clock = typename Timer::clock_type;
   using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
-  // Its own block: from block_cache unless the handler names an allocator
-  // (a template, so that it is looked at once the class is complete).
+  // Its own block, in units of its alignment: from block_cache unless the
+  // handler names an allocator (a template, so that it is looked at once the
+  // class is complete).
   template <class Self = retry_op>
-  using own_allocator = block_allocator_for<handler_allocator, Self>;
+  using unit = block_unit<alignof(Self)>;
+  template <class Self = retry_op>
+  using own_allocator = block_allocator_for<handler_allocator, unit<Self>>;
   using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   using ref = counted_ref<retry_op>;
-  using attempt_handler = lane_handler<retry_op>;
+  using attempt_handler = owned_handler<retry_op>;
   friend class counted_ref<retry_op>;
-  friend struct lane_handler<retry_op>;
+  friend struct owned_handler<retry_op>;
   friend class caller_link_handler<retry_op>;
 
 public:
@@ -60,18 +65,72 @@ public:
                     const retry_options& o, Factory&& factory, Classifier&& classify) {
     const handler_allocator handler_alloc(
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
+    static_assert(alignof(hedge_part) <= alignof(retry_op) && alignof(permit_part) <= alignof(retry_op) &&
+                  alignof(decision_core::extension) <= alignof(retry_op));
+    const block_layout layout =
+        layout_of(p.hedging.max_hedges > 0, decision_core::needs_extension(p), o.limit != nullptr);
     own_allocator<> alloc(handler_alloc);
-    retry_op* op = std::allocator_traits<own_allocator<>>::allocate(alloc, 1);
+    unit<>* block = std::allocator_traits<own_allocator<>>::allocate(alloc, layout.units);
+    retry_op* op = reinterpret_cast<retry_op*>(block);
     try {
-      ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), handler_alloc);
+      ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), handler_alloc, layout);
     } catch (...) {
-      std::allocator_traits<own_allocator<>>::deallocate(alloc, op, 1);
+      std::allocator_traits<own_allocator<>>::deallocate(alloc, block, layout.units);
       throw;
     }
     op->launch();
   }
 
 private:
+  // Hedging's state: the hedges' lanes and the hedge timer.
+  struct hedge_part {
+    attempt_lanes::hedge_lanes lanes;
+    deadline_entry<typename clock::time_point> wake; ///< when the next hedge is due
+  };
+  // The concurrency limit's: the operation's place in the limit's queue.
+  // Under the limit's lock, a permit is offered; taken unless the operation
+  // is already being freed. Then, outside it, on the thread that gave a
+  // permit back: only a step posted to the strand.
+  struct permit_part final : permit_waiter {
+    explicit permit_part(retry_op& o) noexcept : op(o) {}
+    ~permit_part() = default;
+    bool accept_permit() noexcept override { return op.try_add_ref(); }
+    void permit_granted() noexcept override {
+      boost::asio::post(op.strand_, op.adopt_step([](retry_op& self) { self.permit_arrived(); }));
+    }
+    retry_op& op;
+    duration wait_from{}; ///< when the latest wait for a permit began, from the start
+    bool waiting = false; ///< in the limit's queue (or granted, the grant on its way)
+  };
+  // Where the parts are in the block (0: absent), and its size in units:
+  // hedging's, the core's extension (hedging or an observed limit) and the
+  // concurrency limit's.
+  struct block_layout {
+    std::size_t hedge = 0;
+    std::size_t extension = 0;
+    std::size_t permit = 0;
+    std::size_t units = 0;
+  };
+  static constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept { return (n + to - 1) / to * to; }
+  static constexpr block_layout layout_of(bool hedging, bool extended, bool limited) noexcept {
+    block_layout l;
+    std::size_t size = sizeof(retry_op);
+    if (hedging) {
+      l.hedge = size = round_up(size, alignof(hedge_part));
+      size += sizeof(hedge_part);
+    }
+    if (extended) {
+      l.extension = size = round_up(size, alignof(decision_core::extension));
+      size += sizeof(decision_core::extension);
+    }
+    if (limited) {
+      l.permit = size = round_up(size, alignof(permit_part));
+      size += sizeof(permit_part);
+    }
+    l.units = round_up(size, sizeof(unit<>)) / sizeof(unit<>);
+    return l;
+  }
+
   // A step of the operation, posted or dispatched to the strand.
   template <class Step>
   struct step_handler {
@@ -96,29 +155,45 @@ private:
   }
 
   retry_op(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p, const retry_options& o,
-           Factory&& factory, Classifier&& classify, const handler_allocator& alloc)
+           Factory&& factory, Classifier&& classify, const handler_allocator& alloc, const block_layout& layout)
       : handler_(std::move(handler)),
         work_(boost::asio::get_associated_executor(handler_, ex)),
         strand_(make_operation_strand(boost::asio::get_associated_executor(handler_, ex), ex)),
         deadlines_(deadline_queue_of<Timer>(ex)),
-        options_(o),
-        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate, o.limit),
+        tracker_(o.tracker),
+        observer_(o.observer),
+        operation_(o.operation),
+        cancellation_repeat_(o.cancellation_repeat),
+        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate, o.limit,
+              layout.extension != 0 ? reinterpret_cast<unsigned char*>(this) + layout.extension : nullptr),
         factory_(std::move(factory)),
         classify_(std::move(classify)),
         alloc_(alloc) {
-    result_.records.reserve(p.max_attempts < 8 ? p.max_attempts : 8);
+    units_ = static_cast<std::uint32_t>(layout.units);
+    safety_ = o.safety;
+    // Room for the attempts that may run at once: a record more is made as
+    // a retry starts, so that an operation asleep in its backoff holds only
+    // the records of the attempts it has made.
+    const unsigned at_once = p.hedging.max_hedges + 1;
+    result_.records.reserve(p.max_attempts < at_once ? p.max_attempts : at_once);
     wake_.owner = this;
     wake_.expire = [](void* self, unsigned generation) {
       auto& op = *static_cast<retry_op*>(self);
       boost::asio::post(op.strand_, op.adopt_step([generation](retry_op& o) { o.on_wake(generation); }));
     };
     wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
-    hedge_wake_.owner = this;
-    hedge_wake_.expire = [](void* self, unsigned) {
-      auto& op = *static_cast<retry_op*>(self);
-      boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.consider_hedge(); }));
-    };
-    hedge_wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    if (layout.hedge != 0) {
+      hedge_ = ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.hedge)) hedge_part();
+      lanes_.attach(&hedge_->lanes);
+      hedge_->wake.owner = this;
+      hedge_->wake.expire = [](void* self, unsigned) {
+        auto& op = *static_cast<retry_op*>(self);
+        boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.consider_hedge(); }));
+      };
+      hedge_->wake.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    }
+    if (layout.permit != 0)
+      permit_ = ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.permit)) permit_part(*this);
     // The caller emits from its handler's executor: when that is the
     // strand, the slot may be cleared from the operation's steps.
     if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
@@ -138,17 +213,20 @@ private:
       }
     // A wait for a permit that never ended: out of the queue, and a permit
     // granted meanwhile goes back.
-    if (waiting_permit_ && core_.limit()->cancel_wait(*this, false) == concurrency_limit::cancel_result::granted)
+    if (permit_ && permit_->waiting &&
+        core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted)
       core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
+    if (hedge_) hedge_->~hedge_part();
+    if (permit_) permit_->~permit_part();
   }
 
-  // What each attempt's runner completes to (lane_handler): the strand,
+  // What each attempt's runner completes to (owned_handler): the strand,
   // the operation's own signal for the attempt's lane, the handler's allocator.
   const boost::asio::any_io_executor& executor() const noexcept { return strand_; }
-  boost::asio::cancellation_slot lane_slot(std::size_t lane) noexcept { return lanes_[lane].signal.slot(); }
+  boost::asio::cancellation_slot inner_slot(std::size_t lane) noexcept { return lanes_[lane].signal.slot(); }
   const handler_allocator& allocator() const noexcept { return alloc_; }
-  void on_lane_completion(std::size_t lane, attempt_completion<T> done) { on_attempt(lane, std::move(done)); }
-  bool hedging() const noexcept { return core_.policy().hedging.max_hedges > 0; }
+  void on_completion(std::size_t lane, attempt_completion<T> done) { on_attempt(lane, std::move(done)); }
+  bool hedging() const noexcept { return hedge_ != nullptr; }
 
   void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
   // A reference for an emission of the caller's, unless the operation is
@@ -173,8 +251,9 @@ private:
     std::exception_ptr exception = std::move(exception_);
     outcome<T> result = std::move(result_);
     own_allocator<> alloc(alloc_);
+    const std::size_t units = units_;
     this->~retry_op();
-    std::allocator_traits<own_allocator<>>::deallocate(alloc, this, 1);
+    std::allocator_traits<own_allocator<>>::deallocate(alloc, reinterpret_cast<unit<>*>(this), units);
     if (!finished) return;
     // Bound to the handler's own executor, so that it goes there in one step
     // (dispatch or post with an executor of the same type would go through
@@ -210,9 +289,9 @@ private:
     ref self(this);
     caller_.attach(boost::asio::get_associated_cancellation_slot(handler_), this);
     start_ = now();
-    origin_ = std::chrono::duration_cast<duration>(start_.time_since_epoch());
-    const std::optional<latency_snapshot> observed = observe(origin_);
-    const decision first = core_.begin(origin_, observed ? &*observed : nullptr);
+    const auto origin = std::chrono::duration_cast<duration>(start_.time_since_epoch());
+    const std::optional<latency_snapshot> observed = observe(origin);
+    const decision first = core_.begin(origin, observed ? &*observed : nullptr);
     if (first.what == decision::action::stop) {
       // Never complete inside the initiating call: finish from the strand.
       const stop_reason reason = first.reason;
@@ -239,17 +318,17 @@ private:
   // The tracker's snapshot at `at` (time since the clock's epoch), when the
   // policy takes its limit from it.
   std::optional<latency_snapshot> observe(duration at) const {
-    const auto& observed = core_.policy().observed;
-    if (!observed || !options_.tracker) return std::nullopt;
-    return options_.tracker->snapshot(observed->percentile, at);
+    const std::optional<double> percentile = core_.observed_percentile();
+    if (!percentile || !tracker_) return std::nullopt;
+    return tracker_->snapshot(*percentile, at);
   }
 
   // Tells the tracker how the attempt of `record` ended.
   void record_latency(const attempt_record& record) const noexcept {
-    if (!options_.tracker) return;
+    if (!tracker_) return;
     const latency_result result = latency_result_of(record);
-    options_.tracker->record(result, result == latency_result::timeout ? record.allowance : record.end - record.start,
-                             detail::saturating_add(origin_, record.end));
+    tracker_->record(result, result == latency_result::timeout ? record.allowance : record.end - record.start,
+                             detail::saturating_add(core_.origin(), record.end));
   }
 
   void on_cancel() {
@@ -266,8 +345,8 @@ private:
     case phase::waiting_permit:
       // Out of the queue, unless a permit is already on its way (its step
       // then sees the request).
-      if (core_.limit()->cancel_wait(*this, false) == concurrency_limit::cancel_result::granted) break;
-      waiting_permit_ = false;
+      if (core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted) break;
+      permit_->waiting = false;
       if (deadlines_.remove(wake_)) release(true);
       report_permit_wait(false);
       core_.permit_wait_cancelled(elapsed(), false);
@@ -286,44 +365,39 @@ private:
     case decision::action::sleep: return sleep(d);
     case decision::action::stop: return finish(d.reason);
     case decision::action::wait_permit: return wait_for_permit(d.wait);
+    case decision::action::wind_down: return wind_down();
+    case decision::action::hedge: return consider_hedge();
+    case decision::action::none: return;
     }
   }
 
   // The concurrency limit had no permit free: wait in its queue, at most
   // `wait` (an entry in the context's deadline queue, holding a reference).
   void wait_for_permit(duration wait) {
-    switch (core_.limit()->wait(*this)) {
+    switch (core_.limit()->wait(*permit_)) {
     case concurrency_limit::wait_result::acquired: return permit_arrived();
     case concurrency_limit::wait_result::refused: return act(core_.permit_refused());
     case concurrency_limit::wait_result::queued: break;
     }
     phase_ = phase::waiting_permit;
-    waiting_permit_ = true;
-    permit_wait_from_ = elapsed();
+    permit_->waiting = true;
+    permit_->wait_from = elapsed();
     add_ref();
     if (deadlines_.place(wake_, saturating_instant(now(), wait), ++wake_generation_) !=
         deadline_queue<Timer>::placed::added) {
       // The execution context has shut down: nothing will run again.
-      if (core_.limit()->cancel_wait(*this, false) == concurrency_limit::cancel_result::removed)
-        waiting_permit_ = false;
+      if (core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::removed)
+        permit_->waiting = false;
       release(true);
       return;
     }
     if (cancel_requested()) on_cancel();
   }
 
-  // permit_waiter: under the limit's lock, a permit is offered; taken unless
-  // the operation is already being freed. Then, outside it, on the thread
-  // that gave a permit back: only a step posted to the strand.
-  bool accept_permit() noexcept override { return try_add_ref(); }
-  void permit_granted() noexcept override {
-    boost::asio::post(strand_, adopt_step([](retry_op& op) { op.permit_arrived(); }));
-  }
-
   // A permit for the attempt the core is waiting to start.
   void permit_arrived() {
-    if (waiting_permit_) {
-      waiting_permit_ = false;
+    if (permit_->waiting) {
+      permit_->waiting = false;
       if (deadlines_.remove(wake_)) release(true);
       report_permit_wait(true);
     }
@@ -332,15 +406,15 @@ private:
       core_.permit_wait_cancelled(decided_at_, true);
       return finish(stop_reason::cancelled);
     }
-    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, decided_at_));
+    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(core_.origin(), decided_at_));
     act(core_.permit_granted(decided_at_, observed ? &*observed : nullptr));
   }
 
   // The wait for a permit ended without one, unless one is on its way.
   void on_permit_wait_over() {
     const bool cancelled = cancel_requested(); // its step may come after this one: the caller's request wins
-    if (core_.limit()->cancel_wait(*this, !cancelled) == concurrency_limit::cancel_result::granted) return;
-    waiting_permit_ = false;
+    if (core_.limit()->cancel_wait(*permit_, !cancelled) == concurrency_limit::cancel_result::granted) return;
+    permit_->waiting = false;
     report_permit_wait(false);
     decided_at_ = elapsed();
     if (cancelled) {
@@ -351,9 +425,9 @@ private:
   }
 
   void report_permit_wait(bool granted) {
-    if (options_.observer)
-      options_.observer->permit_waited(
-          {options_.operation, core_.attempts() + 1, permit_wait_from_, elapsed() - permit_wait_from_, granted});
+    if (observer_)
+      observer_->permit_waited(
+          {operation_, core_.attempts() + 1, permit_->wait_from, elapsed() - permit_->wait_from, granted});
   }
 
   // The wake-up entry fired: the end of a sleep, or of a wait for a permit.
@@ -361,7 +435,7 @@ private:
   void on_wake(unsigned generation) {
     if (generation != wake_generation_) return;
     if (phase_ == phase::sleeping) return on_sleep({});
-    if (phase_ == phase::waiting_permit && waiting_permit_) return on_permit_wait_over();
+    if (phase_ == phase::waiting_permit && permit_->waiting) return on_permit_wait_over();
   }
 
   void start_attempt(duration allowance, attempt_kind kind, std::uint64_t probe = 0) {
@@ -380,11 +454,11 @@ private:
     record.allowance = allowance;
     result_.attempts = record.number;
     next_wait_ = duration::zero();
-    if (options_.observer)
-      options_.observer->attempt_started(
-          {options_.operation, record.number, at, allowance, core_.attempt_limit(), kind});
+    if (observer_)
+      observer_->attempt_started(
+          {operation_, record.number, at, allowance, core_.attempt_limit(), kind});
 
-    const duration deadline = core_.policy().overall_deadline;
+    const duration deadline = core_.overall_deadline();
     const attempt_context<clock> context{record.number, saturating_instant(now, allowance), allowance,
                                          deadline == duration::max() ? duration::max() : deadline - at};
     std::optional<decltype(factory_(context))> op;
@@ -408,7 +482,7 @@ private:
     // carries it, and is given back when that attempt ends.
     if (hedging() && kind != attempt_kind::hedge) probe = core_.take_probe();
     const std::size_t lane = lanes_.acquire(index, probe);
-    run_attempt<T>(deadlines_, context.deadline, options_.cancellation_repeat, repeat_bound(context.deadline),
+    run_attempt<T>(deadlines_, context.deadline, cancellation_repeat_, repeat_bound(context.deadline),
                    stuck_report{&retry_op::report_stuck, this}, strand_, std::move(*op),
                    attempt_handler{ref(this), lane});
     // A cancellation requested while the attempt was being set up.
@@ -421,18 +495,17 @@ private:
   // Nothing is launched once a result has been taken, the caller has
   // cancelled or the attempts are being wound down.
   void consider_hedge() {
-    if (phase_ != phase::attempting || stopping_ || exception_ || cancel_requested()) return;
+    if (phase_ != phase::attempting || core_.stopping() || exception_ || cancel_requested()) return;
     const duration at = elapsed();
-    const duration now = detail::saturating_add(origin_, at);
+    const duration now = detail::saturating_add(core_.origin(), at);
     const std::optional<latency_snapshot> observed = observe(now);
-    const std::optional<double>& percentile = core_.policy().hedging.delay_percentile;
+    const std::optional<double> percentile = core_.hedge_delay_percentile();
     const std::optional<latency_snapshot> hedge_observed =
-        percentile && options_.tracker ? std::optional{options_.tracker->snapshot(*percentile, now)} : std::nullopt;
-    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), hedge_at_once_, observed ? &*observed : nullptr,
+        percentile && tracker_ ? std::optional{tracker_->snapshot(*percentile, now)} : std::nullopt;
+    const hedge_decision h = core_.next_hedge(at, lanes_.in_flight(), observed ? &*observed : nullptr,
                                               hedge_observed ? &*hedge_observed : nullptr);
     switch (h.what) {
     case hedge_decision::action::send:
-      hedge_at_once_ = false;
       decided_at_ = at;
       report_hedge(hedge_result::sent, core_.attempts(), at);
       start_attempt(h.allowance, attempt_kind::hedge, h.probe);
@@ -444,7 +517,6 @@ private:
     case hedge_decision::action::refused_limit:
       // Simply not sent: the attempts in flight go on, and no other hedge
       // is tried until one of them fails.
-      hedge_at_once_ = false;
       report_hedge(h.what == hedge_decision::action::refused_budget ? hedge_result::refused_budget
                    : h.what == hedge_decision::action::refused_gate ? hedge_result::refused_gate
                                                                     : hedge_result::refused_limit,
@@ -454,18 +526,18 @@ private:
   }
 
   void report_hedge(hedge_result what, unsigned attempt, duration at) {
-    if (options_.observer) options_.observer->hedge({options_.operation, what, attempt, at, core_.hedge_delay()});
+    if (observer_) observer_->hedge({operation_, what, attempt, at, core_.hedge_delay()});
   }
 
   // The hedge timer is an entry in the context's deadline queue, holding a
   // reference while queued.
   void arm_hedge_timer(duration at) {
     add_ref();
-    if (deadlines_.place(hedge_wake_, saturating_instant(start_, at), 0) != deadline_queue<Timer>::placed::added)
+    if (deadlines_.place(hedge_->wake, saturating_instant(start_, at), 0) != deadline_queue<Timer>::placed::added)
       release(true); // moved (it keeps the reference it had) or refused (shut down)
   }
   void cancel_hedge_timer() {
-    if (deadlines_.remove(hedge_wake_)) release(true);
+    if (hedge_ && deadlines_.remove(hedge_->wake)) release(true);
   }
 
   // Ends the attempts in flight (terminal cancellation); the last one to
@@ -477,7 +549,7 @@ private:
 
   void conclude() {
     if (exception_) return fail();
-    finish(*stopping_);
+    finish(*core_.stopping());
   }
 
   // How many times a cancelled attempt's cancellation is sent again before
@@ -485,9 +557,9 @@ private:
   // there is none) and a few repeats beyond it.
   unsigned repeat_bound(typename clock::time_point attempt_deadline) const {
     constexpr unsigned beyond = 3;
-    const duration repeat = options_.cancellation_repeat;
+    const duration repeat = cancellation_repeat_;
     if (repeat <= duration::zero()) return 0;
-    const duration overall = core_.policy().overall_deadline;
+    const duration overall = core_.overall_deadline();
     if (overall == duration::max()) return beyond;
     const auto end = saturating_instant(start_, overall);
     if (end <= attempt_deadline) return beyond;
@@ -498,8 +570,8 @@ private:
 
   static void report_stuck(void* context) {
     auto& self = *static_cast<retry_op*>(context);
-    if (self.options_.observer)
-      self.options_.observer->attempt_stuck({self.options_.operation, self.core_.attempts(), self.elapsed()});
+    if (self.observer_)
+      self.observer_->attempt_stuck({self.operation_, self.core_.attempts(), self.elapsed()});
   }
 
   void on_attempt(std::size_t lane, attempt_completion<T>&& done) {
@@ -507,7 +579,7 @@ private:
     const std::uint64_t probe = lanes_[lane].probe;
     lanes_.release(lane);
     const bool last = lanes_.in_flight() == 0;
-    if (stopping_ || exception_) return on_wound_down(index, probe, std::move(done), last);
+    if (core_.stopping() || exception_) return on_wound_down(index, probe, std::move(done), last);
     if (last) phase_ = phase::deciding;
     if (done.exception) {
       exception_ = std::move(done.exception);
@@ -538,35 +610,21 @@ private:
     // its operations reported on the way out; one that succeeded stands.
     const bool cancelled = record.classified.status != attempt_status::success && cancel_requested();
     if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
-    if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
+    if (observer_) observer_->attempt_finished({operation_, record});
     core_.probe_over(probe);
     // A timeout at the overall deadline, before the attempt's own limit,
     // says only that the operation ran out of time.
     core_.permit_over(record.end, record.end - record.start,
                       limit_signal_of(record.classified, done.error == attempt_error::timed_out, cancelled,
                                       record.allowance < core_.attempt_limit()));
-    if (cancelled) {
-      if (last) return finish(stop_reason::cancelled);
-      stopping_ = stop_reason::cancelled; // the others have been told already
-      return;
-    }
+    // The others, if any, have been told of the caller's cancellation already.
+    if (cancelled) return act(core_.attempt_cancelled(lanes_.in_flight()));
     record_latency(record);
-    if (!last) {
-      // Others are in flight: a result taken (or a permanent failure) ends
-      // them; a transient failure sends the next hedge at once.
-      if (const std::optional<decision> stop =
-              core_.attempt_finished_in_flight(record.end, record.classified, options_.safety)) {
-        stopping_ = stop->reason;
-        if (stop->reason == stop_reason::succeeded) take_winner(record);
-        return wind_down();
-      }
-      hedge_at_once_ = true;
-      return consider_hedge();
-    }
-    cancel_hedge_timer();
-    hedge_at_once_ = false;
-    const decision d = core_.attempt_finished(record.end, record.classified, options_.safety);
-    if (d.what == decision::action::stop && d.reason == stop_reason::succeeded) take_winner(record);
+    if (last) cancel_hedge_timer();
+    const decision d = core_.attempt_finished(record.end, record.classified, safety_, lanes_.in_flight());
+    if ((d.what == decision::action::stop || d.what == decision::action::wind_down) &&
+        d.reason == stop_reason::succeeded)
+      take_winner(record);
     act(d);
   }
 
@@ -585,10 +643,10 @@ private:
     record.end = elapsed();
     core_.permit_over(record.end, record.end - record.start, limit_signal::ignored);
     record.error = done.error;
-    record.superseded = stopping_ == stop_reason::succeeded;
+    record.superseded = core_.stopping() == stop_reason::succeeded;
     if (done.value) record.connection = connection_of<T>::get(*done.value);
     record.classified = verdict::permanent(record.superseded ? "superseded" : "cancelled", delivery::unknown);
-    if (options_.observer) options_.observer->attempt_finished({options_.operation, record});
+    if (observer_) observer_->attempt_finished({operation_, record});
     if (last) conclude();
   }
 
@@ -598,8 +656,8 @@ private:
     next_wait_ += d.wait;
     next_wait_source_ = d.source;
     result_.total_backoff += d.wait;
-    if (options_.observer)
-      options_.observer->backoff_scheduled({options_.operation, core_.attempts() + 1, elapsed(), d.wait, d.source});
+    if (observer_)
+      observer_->backoff_scheduled({operation_, core_.attempts() + 1, elapsed(), d.wait, d.source});
     phase_ = phase::sleeping;
     // The wake-up is a deadline in the context's queue, holding a reference.
     add_ref();
@@ -624,7 +682,7 @@ private:
     // Cancellation is re-checked after every sleep, before any new attempt.
     if (ec || cancel_requested()) return finish(stop_reason::cancelled);
     decided_at_ = elapsed();
-    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(origin_, decided_at_));
+    const std::optional<latency_snapshot> observed = observe(detail::saturating_add(core_.origin(), decided_at_));
     act(core_.sleep_finished(decided_at_, observed ? &*observed : nullptr));
   }
 
@@ -632,8 +690,8 @@ private:
     result_.reason = reason;
     result_.attempts = static_cast<unsigned>(result_.records.size());
     result_.elapsed = elapsed();
-    if (options_.observer)
-      options_.observer->stopped({options_.operation, reason, result_.attempts, result_.elapsed, result_.total_backoff});
+    if (observer_)
+      observer_->stopped({operation_, reason, result_.attempts, result_.elapsed, result_.total_backoff});
     end();
   }
 
@@ -651,15 +709,17 @@ private:
     else caller_.detach();
   }
 
-  enum class phase { starting, attempting, deciding, sleeping, waiting_permit, done };
+  enum class phase : unsigned char { starting, attempting, deciding, sleeping, waiting_permit, done };
 
   Handler handler_;
   handler_work<handler_executor> work_;
   boost::asio::any_io_executor strand_;
   deadline_queue<Timer>& deadlines_; ///< the attempts' deadlines and the backoff's wake-up, shared by the context
   deadline_entry<typename clock::time_point> wake_; ///< the end of the backoff
-  deadline_entry<typename clock::time_point> hedge_wake_; ///< when the next hedge is due
-  retry_options options_;
+  latency_tracker* tracker_;
+  retry_observer* observer_;
+  std::string_view operation_;
+  duration cancellation_repeat_;
   decision_core core_;
   Factory factory_;
   Classifier classify_;
@@ -667,20 +727,19 @@ private:
   outcome<T> result_;
   std::exception_ptr exception_;
   typename Timer::time_point start_{};
-  duration origin_{}; ///< start_ as time since the clock's epoch (the tracker's and the gate's time)
   duration next_wait_{};
-  wait_source next_wait_source_ = wait_source::none;
   duration decided_at_{}; ///< when the core last decided, from the start
-  attempt_lanes<policy::max_hedges_cap + 1> lanes_; ///< the attempts in flight (one without hedging)
-  std::optional<stop_reason> stopping_; ///< decided while attempts were in flight: concluded by the last
-  bool hedge_at_once_ = false; ///< an attempt failed while others run: the next hedge is due now
+  attempt_lanes lanes_; ///< the attempts in flight (one without hedging)
   caller_link<retry_op> caller_; ///< the handler in the caller's cancellation slot
+  hedge_part* hedge_ = nullptr;   ///< in the block after the operation: with hedging only
+  permit_part* permit_ = nullptr; ///< in the block after the operation: with a concurrency limit only
   std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
   std::atomic<int> references_{0};
-  phase phase_ = phase::starting;
   unsigned wake_generation_ = 0; ///< of the latest placement of wake_
-  duration permit_wait_from_{};  ///< when the latest wait for a permit began, from the start
-  bool waiting_permit_ = false;  ///< in the concurrency limit's queue (or granted, the grant on its way)
+  std::uint32_t units_ = 0;      ///< the block's size, in units of its alignment
+  repeat_safety safety_ = repeat_safety::unsafe;
+  wait_source next_wait_source_ = wait_source::none;
+  phase phase_ = phase::starting;
   bool finished_ = false;
   bool clear_in_place_ = false; ///< the caller emits from the strand
 };

@@ -47,7 +47,7 @@ TEST_CASE("cli: without -L a redirect is the answer: its body on stdout, exit 19
   CHECK(server.requests() == 1);
 }
 
-TEST_CASE("cli: -L follows a redirect; --json and -v show each hop") {
+TEST_CASE("cli: -L follows a redirect, and --json and -v show each hop") {
   auto server = redirect_once(302);
   const auto r = run({"fetch", "-L", server.url("/old")});
   CHECK(r.status == 0);
@@ -90,7 +90,7 @@ TEST_CASE("cli: -L --max-redirs N stops a loop as rejected (exit 10), naming too
   CHECK(loop.requests() == 3);
 }
 
-TEST_CASE("cli: --max-redirs needs -L; --location-trusted implies it; a bad count is a usage error") {
+TEST_CASE("cli: --max-redirs needs -L, --location-trusted implies it, and a bad count is a usage error") {
   auto server = redirect_once(302);
   const auto alone = run({"fetch", "--max-redirs", "3", server.url("/old")});
   CHECK(alone.status == 2);

@@ -209,7 +209,7 @@ TEST_CASE("redirect rules: a Location that is not a URL the client would request
   CHECK(s.problem.find("secret") == std::string::npos);
 }
 
-TEST_CASE("redirect rules: https to http refused unless allowed; past the maximum is too_many_redirects") {
+TEST_CASE("redirect rules: https to http refused unless allowed, and past the maximum is too_many_redirects") {
   const auto down = step(301, "http://a.example/", "https://a.example/");
   CHECK(down.action == redirect_step::kind::refuse);
   CHECK(down.error == redirect_error::insecure_redirect);
@@ -254,7 +254,7 @@ TEST_CASE("redirects are off by default: a 301 is the final answer") {
   CHECK(server.server.requests().size() == 1);
 }
 
-TEST_CASE("a 307 and a 308 keep the method, the body and the Idempotency-Key; each hop is in the exchange") {
+TEST_CASE("a 307 and a 308 keep the method, the body and the Idempotency-Key, and each hop is in the exchange") {
   answering_server server([](const std::string& head, const std::string&) {
     const std::string line = request_line(head);
     if (line.find(" /a ") != std::string::npos) return response(307, "/b");
@@ -288,7 +288,7 @@ TEST_CASE("a 307 and a 308 keep the method, the body and the Idempotency-Key; ea
   }
 }
 
-TEST_CASE("a 303 turns a POST into a GET without a body; a 301 and a 302 do the same to a POST only") {
+TEST_CASE("a 303 turns a POST into a GET without a body, and a 301 and a 302 do the same to a POST only") {
   std::vector<std::string> bodies;
   std::mutex mutex;
   answering_server server([&](const std::string& head, const std::string& body) {
@@ -398,7 +398,7 @@ TEST_CASE("credentials go to the first origin only, unless trusted") {
   CHECK(header_value(there[1], "Host") == "127.0.0.1:" + std::to_string(other.server.port()));
 }
 
-TEST_CASE("a hop is a new request: no budget token; retries of every hop count against max_attempts") {
+TEST_CASE("a hop is a new request: no budget token, and retries of every hop count against max_attempts") {
   std::atomic<int> a_count{0}, b_count{0};
   answering_server b([&](const std::string&, const std::string&) {
     ++b_count;
@@ -450,7 +450,7 @@ TEST_CASE("a hop to another origin tells nothing to the first dependency's gate"
   CHECK(gate.recorded == 2); // the two answers of the first origin
 }
 
-TEST_CASE("a redirect's body never reaches the body sink; the final one's does") {
+TEST_CASE("a redirect's body never reaches the body sink, the final one's does") {
   answering_server server([](const std::string& head, const std::string&) {
     if (request_line(head).find(" /moved ") != std::string::npos) return response(301, "/here", "redirect body");
     return response(200, {}, "final body");

@@ -16,6 +16,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <exception>
+#include <optional>
+#include <string>
 #include <stdexcept>
 #include <type_traits>
 #include <string_view>
@@ -156,6 +158,22 @@ concept retry_classifier =
 /// has an observed limit or a percentile hedge delay without a tracker in
 /// the options, or asks for
 /// hedges (policy::hedging) for an operation that is not safe to repeat.
+/// What async_retry would refuse to start with `p` and `options` (the
+/// exception's message), or nothing: for a layer that starts async_retry
+/// later and must refuse at its own call, as async_retry does.
+inline std::optional<std::string> retry_setup_problem(const policy& p, const retry_options& options) {
+  if (auto problem = p.validate()) return "coretry::policy: " + *problem;
+  // A hedge repeats the operation while it may still be taking effect.
+  if (p.hedging.max_hedges > 0 && options.safety == repeat_safety::unsafe)
+    return "coretry::policy: hedging needs an operation that is safe to repeat "
+           "(idempotent, or carrying an idempotency key)";
+  if (p.observed && !options.tracker)
+    return "coretry::policy: an observed attempt limit needs retry_options::tracker";
+  if (p.hedging.max_hedges > 0 && p.hedging.delay_percentile && !options.tracker)
+    return "coretry::policy: a hedge delay from a percentile needs retry_options::tracker";
+  return std::nullopt;
+}
+
 template <class Timer = boost::asio::steady_timer, class Executor, class Factory, class Classifier,
           class CompletionToken = detail::default_token_t<Executor>>
   requires retry_classifier<Classifier, Timer, Factory>
@@ -163,15 +181,7 @@ auto async_retry(const Executor& ex, const policy& p, const retry_options& optio
                  Classifier&& classify, CompletionToken&& token = detail::default_token_t<Executor>()) {
   using value_type = detail::retry_value_t<Timer, Factory>;
   // Checked now, so that a bad policy throws from this call whatever the token.
-  if (auto problem = p.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
-  // A hedge repeats the operation while it may still be taking effect.
-  if (p.hedging.max_hedges > 0 && options.safety == repeat_safety::unsafe)
-    throw std::invalid_argument("coretry::policy: hedging needs an operation that is safe to repeat "
-                                "(idempotent, or carrying an idempotency key)");
-  if (p.observed && !options.tracker)
-    throw std::invalid_argument("coretry::policy: an observed attempt limit needs retry_options::tracker");
-  if (p.hedging.max_hedges > 0 && p.hedging.delay_percentile && !options.tracker)
-    throw std::invalid_argument("coretry::policy: a hedge delay from a percentile needs retry_options::tracker");
+  if (auto problem = retry_setup_problem(p, options)) throw std::invalid_argument(*problem);
   return boost::asio::async_initiate<CompletionToken, retry_signature<value_type>>(
       detail::initiate_retry<Timer, std::decay_t<Factory>, std::decay_t<Classifier>, value_type>{}, token,
       boost::asio::any_io_executor(ex), p, options, std::forward<Factory>(factory),

@@ -6,10 +6,12 @@
 #include <coretry/gate.hpp>
 #include <coretry/http/client.hpp>
 #include <coretry/http/redirect.hpp>
+#include <coretry/latency_tracker.hpp>
 #include <faults/fault_server.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "redirect.hpp"
@@ -394,7 +396,9 @@ TEST_CASE("credentials go to the first origin only, unless trusted") {
   REQUIRE(there.size() == 2);
   CHECK(header_value(there[1], "Authorization") == "Basic dXNlcjpwdw==");
   CHECK(has_header(there[1], "Cookie"));
-  CHECK(has_header(there[1], "Proxy-Authorization"));
+  // Proxy credentials are never a server's: trusted or not, another
+  // origin's hop goes without them.
+  CHECK_FALSE(has_header(there[1], "Proxy-Authorization"));
   CHECK(header_value(there[1], "Host") == "127.0.0.1:" + std::to_string(other.server.port()));
 }
 
@@ -669,4 +673,40 @@ TEST_CASE("cancelling a request while a later hop runs stops the chain as cancel
   // the 100 ms, or the signal may come between the two.
   CHECK(result->attempts <= 2);
   CHECK(std::chrono::steady_clock::now() - started < 250ms);
+}
+
+TEST_CASE("a hop to another origin with a percentile hedge delay runs on the fixed delay and completes") {
+  answering_server other([](const std::string&, const std::string&) { return response(200, {}, "there"); });
+  answering_server first([&](const std::string&, const std::string&) { return response(301, other.url("/")); });
+  coretry_tests::blocking_client c;
+  coretry::latency_tracker tracker;
+  recording_observer observer;
+  auto o = following();
+  o.policy.hedging.max_hedges = 1;
+  o.policy.hedging.delay_percentile = 95.0;
+  o.tracker = &tracker;
+  o.observer = &observer;
+  // The first dependency's latencies say nothing of the other origin's: its
+  // hop hedges on the policy's fixed delay, not on the first one's tracker
+  // (which it may not be given), and the chain ends through its handler.
+  const auto r = c.send(beast_http::verb::get, first.url("/"), o);
+  CHECK(r.reason == stop_reason::succeeded);
+  REQUIRE(r.value);
+  CHECK(r.value->redirects.size() == 1);
+  CHECK(observer.stops == std::vector<stop_reason>{stop_reason::succeeded});
+}
+
+TEST_CASE("a setup the engine refuses throws from async_send whatever the token, redirects followed or not") {
+  coretry_tests::blocking_client c;
+  for (const bool follow_them : {false, true}) {
+    CAPTURE(follow_them);
+    coretry::http::request_options o;
+    o.policy = loopback_policy();
+    o.redirects.follow = follow_them;
+    o.policy.hedging.max_hedges = 1;
+    o.policy.hedging.delay_percentile = 95.0; // and no tracker
+    CHECK_THROWS_WITH_AS(c.client.async_send("http://127.0.0.1:9/", coretry::http::request(beast_http::verb::get, "", 11),
+                                             o, boost::asio::deferred),
+                         doctest::Contains("needs retry_options::tracker"), std::invalid_argument);
+  }
 }

@@ -44,7 +44,9 @@ public:
     record.number += attempts_before;
     record.start += started_at;
     record.end += started_at;
-    last_redirected_ = record.classified.status == attempt_status::success && record.classified.category == "redirect";
+    // The winner decides (with hedges, the losers finish after it, superseded).
+    if (record.classified.status == attempt_status::success)
+      last_redirected_ = record.classified.category == "redirect";
     inner->attempt_finished({e.operation, record});
   }
   void backoff_scheduled(const backoff_event& e) noexcept override {
@@ -196,6 +198,9 @@ std::shared_ptr<detail::redirect_chain> client::start_chain(std::string_view url
   prepared p = prepare_parts(*state_, url_parts(chain->first), std::move(req), first);
   if (const auto key = p.request->req.find("Idempotency-Key"); key != p.request->req.end())
     chain->idempotency_key = std::string(key->value());
+  // The first hop's setup refused from the caller's call, as a request
+  // that follows no redirects is.
+  if (auto problem = retry_setup_problem(options.policy, p.retry)) throw std::invalid_argument(*problem);
   chain->prepared = std::move(p.request);
   chain->retry = p.retry;
   return chain;
@@ -236,8 +241,11 @@ std::optional<std::string> prepare_hop(detail::redirect_chain& c, Prepared& out,
   if (!credentials) {
     req.erase(beast_http::field::authorization);
     req.erase(beast_http::field::cookie);
-    req.erase(beast_http::field::proxy_authorization);
   }
+  // Proxy credentials the caller set are for the first request's way out;
+  // trusting the hops' servers does not send them there (the proxy chosen
+  // for a hop gets its own from the proxy settings).
+  if (!same) req.erase(beast_http::field::proxy_authorization);
   if (!same) req.erase(beast_http::field::host);
 
   request_options o = c.options;
@@ -251,6 +259,9 @@ std::optional<std::string> prepare_hop(detail::redirect_chain& c, Prepared& out,
     o.tracker = nullptr;
     o.limit = nullptr;
     o.policy.observed.reset();
+    // A hedge delay from the first dependency's latencies says nothing of
+    // this one: the policy's fixed delay instead.
+    o.policy.hedging.delay_percentile.reset();
   }
   if (c.became_get) {
     o.body = nullptr;
@@ -343,6 +354,23 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
     policy.overall_deadline = left;
   }
   policy.max_attempts = c.options.policy.max_attempts - std::min(c.retries, c.options.policy.max_attempts - 1);
+  if (auto problem = retry_setup_problem(policy, c.retry)) {
+    // A later hop the engine would refuse to start (the first hop's setup
+    // was checked when the chain was made): the chain ends here, through
+    // its handler, never by an exception out of a completion.
+    if (c.observer.inner)
+      c.observer.chain_stopped(c.options.route, stop_reason::rejected,
+                               std::chrono::duration_cast<duration>(c.hop_started - c.started));
+    result r;
+    r.reason = stop_reason::rejected;
+    r.value = std::move(c.combined.value);
+    if (!r.value) r.value.emplace();
+    r.value->problem = "after " + std::to_string(c.hops.size()) + " redirect(s), to " + redact_url(c.url) +
+                       ": the hop cannot be started: " + *problem;
+    r.last_error = make_error_code(redirect_error::bad_location);
+    finish(std::move(chain), std::move(r));
+    return;
+  }
   c.observer.attempts_before = c.combined.attempts;
   c.observer.backoff_before = c.combined.total_backoff;
   c.observer.started_at = std::chrono::duration_cast<duration>(c.hop_started - c.started);

@@ -303,8 +303,13 @@ auto client::async_send(std::string_view url, request req, const request_options
   // one that does not is one, as it always was.
   std::shared_ptr<detail::redirect_chain> chain;
   prepared p;
-  if (options.redirects.follow) chain = start_chain(url, std::move(req), options);
-  else p = prepare(url, std::move(req), options);
+  if (options.redirects.follow) {
+    chain = start_chain(url, std::move(req), options);
+  } else {
+    p = prepare(url, std::move(req), options);
+    // Refused from this call whatever the token, as async_retry does.
+    if (auto problem = retry_setup_problem(options.policy, p.retry)) throw std::invalid_argument(*problem);
+  }
   return boost::asio::async_initiate<CompletionToken, retry_signature<exchange>>(
       [](auto handler, std::shared_ptr<detail::client_state> state, const boost::asio::any_io_executor& io,
          prepared p, const coretry::policy& policy, std::shared_ptr<detail::redirect_chain> chain) {

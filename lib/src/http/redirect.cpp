@@ -33,12 +33,15 @@ public:
   unsigned attempts_before = 0;
   duration started_at{};
 
-  void attempt_started(const attempt_started_event& e) noexcept override {
-    attempt_started_event moved = e;
-    moved.attempt += attempts_before;
-    moved.at += started_at;
-    inner->attempt_started(moved);
+  /// An event of the hop's, numbered on and timed from the chain's start.
+  template <class Event>
+  Event shifted(Event e) const noexcept {
+    e.attempt += attempts_before;
+    e.at += started_at;
+    return e;
   }
+
+  void attempt_started(const attempt_started_event& e) noexcept override { inner->attempt_started(shifted(e)); }
   void attempt_finished(const attempt_finished_event& e) noexcept override {
     attempt_record record = e.record;
     record.number += attempts_before;
@@ -55,24 +58,9 @@ public:
     moved.at += started_at;
     inner->backoff_scheduled(moved);
   }
-  void attempt_stuck(const stuck_attempt_event& e) noexcept override {
-    stuck_attempt_event moved = e;
-    moved.attempt += attempts_before;
-    moved.at += started_at;
-    inner->attempt_stuck(moved);
-  }
-  void hedge(const hedge_event& e) noexcept override {
-    hedge_event moved = e;
-    moved.attempt += attempts_before;
-    moved.at += started_at;
-    inner->hedge(moved);
-  }
-  void permit_waited(const permit_wait_event& e) noexcept override {
-    permit_wait_event moved = e;
-    moved.attempt += attempts_before;
-    moved.at += started_at;
-    inner->permit_waited(moved);
-  }
+  void attempt_stuck(const stuck_attempt_event& e) noexcept override { inner->attempt_stuck(shifted(e)); }
+  void hedge(const hedge_event& e) noexcept override { inner->hedge(shifted(e)); }
+  void permit_waited(const permit_wait_event& e) noexcept override { inner->permit_waited(shifted(e)); }
   void stopped(const stop_event& e) noexcept override {
     if (e.reason == stop_reason::succeeded && last_redirected_) return; // the chain goes on
     stop_event moved = e;

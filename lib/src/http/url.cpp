@@ -4,6 +4,8 @@
 #include <coretry/http/redact.hpp>
 #include <coretry/net/authority.hpp>
 
+#include "text_reading.hpp"
+
 #include <boost/asio/ip/address.hpp>
 #include <boost/url/parse.hpp>
 
@@ -101,15 +103,8 @@ std::optional<std::string> read_url(std::string_view url, url_parts& parts) {
 } // namespace
 
 
-url_parts parse_url(std::string_view url) {
-  url_parts parts;
-  if (auto problem = read_url(url, parts)) throw std::invalid_argument("coretry::http: " + *problem);
-  return parts;
-}
+url_parts parse_url(std::string_view url) { return detail::read_or_throw<url_parts>(url, read_url); }
 
-std::optional<std::string> url_problem(std::string_view url) {
-  url_parts parts;
-  return read_url(url, parts);
-}
+std::optional<std::string> url_problem(std::string_view url) { return detail::reading_problem<url_parts>(url, read_url); }
 
 } // namespace coretry::http

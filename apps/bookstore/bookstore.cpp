@@ -290,7 +290,7 @@ public:
     redis::shared_state::options so;
     so.server = redis::parse_url(opts_.shared_state);
     redis::use_credentials(so.server, {opts_.shared_state_user, opts_.shared_state_password});
-    so.tls = {opts_.shared_state_tls.ca_file, opts_.shared_state_tls.cert_file, opts_.shared_state_tls.key_file};
+    so.tls = opts_.shared_state_tls; // the same TLS files type as the HTTP client's
     so.prefix = opts_.shared_state_prefix;
     so.period = opts_.reconcile_period;
     so.on_problem = opts_.on_shared_state_problem;

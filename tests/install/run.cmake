@@ -86,13 +86,13 @@ if(MODE STREQUAL "find_package")
 
 elseif(MODE STREQUAL "components")
   install_coretry()
-  set(all coretry::coretry coretry::http coretry::testing coretry::prometheus coretry::redis)
-  foreach(ask IN ITEMS "testing" "prometheus" "http" "testing|http" "redis")
+  set(all coretry::coretry coretry::net coretry::http coretry::testing coretry::prometheus coretry::redis)
+  foreach(ask IN ITEMS "testing" "prometheus" "net" "http" "testing|http" "redis")
     string(REPLACE "|" ";" ask_list "${ask}")
     set(expect coretry::coretry)
     foreach(component IN LISTS ask_list)
-      if(component STREQUAL "redis")
-        list(APPEND expect coretry::http) # its TLS
+      if(component STREQUAL "http" OR component STREQUAL "redis")
+        list(APPEND expect coretry::net) # their TLS and addresses
       endif()
       list(APPEND expect coretry::${component})
     endforeach()

@@ -1,8 +1,8 @@
 #include <coretry/http/addresses.hpp>
+#include <coretry/net/authority.hpp>
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <stdexcept>
 
 namespace coretry::http {
@@ -42,12 +42,9 @@ resolve_entry parse_resolve_entry(std::string_view text) {
 
   const auto second = text.find(':', first + 1);
   if (second == std::string_view::npos) refuse(text, "no address after the port");
-  const std::string_view port = text.substr(first + 1, second - first - 1);
-  unsigned value = 0;
-  const auto [end, problem] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || problem != std::errc{} || end != port.data() + port.size() || value == 0 || value > 65535)
-    refuse(text, "the port is not a number from 1 to 65535");
-  entry.port = static_cast<std::uint16_t>(value);
+  const auto port = net::parse_port(text.substr(first + 1, second - first - 1));
+  if (!port) refuse(text, "the port is not a number from 1 to 65535");
+  entry.port = *port;
 
   std::string_view rest = text.substr(second + 1);
   if (rest.empty()) refuse(text, "no address");

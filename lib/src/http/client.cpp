@@ -1,5 +1,7 @@
 // The client: its options checked, its requests prepared, their attempts
-// classified. The rest of the transport is beside it, one concept to a file:
+// classified. The rest of the transport is beside it, one concept to a file
+// (README.md beside this file names every one; what it shares with Redis is
+// coretry::net's, src/net/README.md). The main ones:
 //   client_state.hpp        what a client shares with its requests and attempts
 //   url.cpp                 reading a URL strictly (coretry/http/url.hpp)
 //   prepare.hpp/.cpp        from URL, request and options to what each attempt sends

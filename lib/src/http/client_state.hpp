@@ -4,7 +4,8 @@
 // What a client shares with its requests and their attempts: options, pool,
 // address book, TLS context, proxy. Internal to coretry::http.
 
-#include <coretry/http/client.hpp>
+#include <coretry/http/client_options.hpp>
+#include <coretry/http/url.hpp>
 #include <coretry/http/proxy.hpp>
 
 #include "address_book.hpp"

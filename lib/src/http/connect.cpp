@@ -2,6 +2,7 @@
 #include "race_connect.hpp"
 
 #include <coretry/http/tls.hpp>
+#include <coretry/net/authority.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -15,7 +16,6 @@
 #include <openssl/ssl.h>
 
 #include <cerrno>
-#include <charconv>
 #include <memory>
 
 #include <sys/socket.h>
@@ -109,11 +109,9 @@ std::optional<tcp::endpoint> literal_endpoint(const std::string& host, const std
   error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) return std::nullopt;
-  unsigned port = 0;
-  const char* const end = port_text.data() + port_text.size();
-  const auto [stop, problem] = std::from_chars(port_text.data(), end, port);
-  if (problem != std::errc{} || stop != end || port > 65535) return std::nullopt; // the resolver will say why
-  return tcp::endpoint(address, static_cast<unsigned short>(port));
+  const auto port = net::parse_port(port_text, net::port_zero::allowed);
+  if (!port) return std::nullopt; // the resolver will say why
+  return tcp::endpoint(address, *port);
 }
 
 } // namespace

@@ -6,7 +6,7 @@
 // and establishing a connection (lookup, TCP connect, TLS handshake).
 // Internal to coretry::http.
 
-#include <coretry/http/client.hpp>
+#include <coretry/http/client_options.hpp>
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/tls.hpp>
 

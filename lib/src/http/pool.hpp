@@ -13,7 +13,8 @@
 
 #include <coretry/detail/erase_handler.hpp>
 #include <coretry/detail/operation_executor.hpp>
-#include <coretry/http/client.hpp>
+#include <coretry/http/client_stats.hpp>
+#include <coretry/http/exchange.hpp>
 #include <coretry/with_deadline.hpp>
 
 #include "waiter_registry.hpp"

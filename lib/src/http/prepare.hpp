@@ -6,7 +6,8 @@
 // Idempotency-Key, framing; Host and User-Agent are written with the head,
 // request_head.hpp), checked so that the request is what it says and no more. Internal to coretry::http.
 
-#include <coretry/http/client.hpp>
+#include <coretry/http/request_options.hpp>
+#include <coretry/http/url.hpp>
 
 #include "connect.hpp"
 #include "streamed_body.hpp"

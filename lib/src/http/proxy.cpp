@@ -5,6 +5,7 @@
 #include <coretry/http/url.hpp>
 
 #include "prepare.hpp"
+#include "text_reading.hpp"
 
 #include <boost/asio/ip/address.hpp>
 
@@ -95,15 +96,10 @@ bool in_network(const boost::asio::ip::address& host, std::string_view network) 
 
 } // namespace
 
-proxy_parts parse_proxy_url(std::string_view url) {
-  proxy_parts parts;
-  if (auto problem = read_proxy_url(url, parts)) throw std::invalid_argument("coretry::http: " + *problem);
-  return parts;
-}
+proxy_parts parse_proxy_url(std::string_view url) { return detail::read_or_throw<proxy_parts>(url, read_proxy_url); }
 
 std::optional<std::string> proxy_url_problem(std::string_view url) {
-  proxy_parts parts;
-  return read_proxy_url(url, parts);
+  return detail::reading_problem<proxy_parts>(url, read_proxy_url);
 }
 
 bool bypasses_proxy(std::string_view no_proxy, std::string_view host) {

@@ -1,4 +1,5 @@
-#include <coretry/http/client.hpp>
+#include <coretry/http/client_error.hpp>
+#include <coretry/http/exchange.hpp>
 
 #include <string>
 

@@ -6,7 +6,7 @@
 // goes to the parser, a full buffer is a named error, interim responses are
 // counted against their bound.
 
-#include <coretry/http/client.hpp>
+#include <coretry/http/client_error.hpp>
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/read_size.hpp>

@@ -1,6 +1,7 @@
 #include "tunnel.hpp"
 
 #include "connect.hpp"
+#include "response_reading.hpp"
 
 #include <coretry/http/proxy.hpp>
 
@@ -11,7 +12,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 
 #include <algorithm>
@@ -44,13 +44,10 @@ asio::awaitable<error_code> open_tunnel(asio::ip::tcp::socket& socket, const pro
   boost::beast::flat_buffer buffer(header_limit);
   for (;;) {
     if (buffer.size() != 0) {
-      error_code ec;
-      const std::size_t used = parser.put(buffer.data(), ec);
-      buffer.consume(used);
-      if (ec == beast_http::error::need_more) ec = {};
-      if (ec) co_return proxy_error::bad_answer;
+      if (parse_buffered(buffer, parser)) co_return proxy_error::bad_answer;
       if (parser.is_done()) break;
-      if (used == 0 && buffer.size() == buffer.max_size()) co_return proxy_error::bad_answer;
+      // Full, and the parser took nothing of it: a header over the limit.
+      if (buffer.size() == buffer.max_size()) co_return proxy_error::bad_answer;
     }
     if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
     const std::size_t room = buffer.max_size() - buffer.size();

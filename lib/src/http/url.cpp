@@ -2,12 +2,14 @@
 #include <coretry/http/syntax.hpp>
 
 #include <coretry/http/redact.hpp>
+#include <coretry/net/authority.hpp>
+
+#include "text_reading.hpp"
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/url/parse.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <stdexcept>
 
 namespace coretry::http {
@@ -15,25 +17,6 @@ namespace coretry::http {
 namespace {
 
 std::string refused(std::string_view url, const std::string& problem) { return problem + ": " + redact_url(url); }
-
-/// A DNS name (letters, digits, '-', '_', dots between non-empty labels of
-/// at most 63 characters, 253 in all, one final dot allowed) or an IPv4
-/// address, which has the same shape.
-bool is_dns_name(std::string_view name) {
-  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
-  if (name.empty() || name.size() > 253) return false;
-  std::size_t label = 0;
-  for (const char c : name) {
-    if (c == '.') {
-      if (label == 0) return false;
-      label = 0;
-      continue;
-    }
-    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-    if (!allowed || ++label > 63) return false;
-  }
-  return label != 0;
-}
 
 /// Reads `url` into `parts`; the problem when it is refused.
 std::optional<std::string> read_url(std::string_view url, url_parts& parts) {
@@ -93,7 +76,7 @@ std::optional<std::string> read_url(std::string_view url, url_parts& parts) {
     }
     if (host_text.empty()) return refused(url, "URL has no host");
     const auto host = percent_decoded(host_text);
-    if (!host || !is_dns_name(*host))
+    if (!host || !net::is_dns_name(*host))
       return refused(url, "URL host is not a DNS name or an IP address (percent escapes included)");
     parts.host = *host;
     std::transform(parts.host.begin(), parts.host.end(), parts.host.begin(),
@@ -103,12 +86,10 @@ std::optional<std::string> read_url(std::string_view url, url_parts& parts) {
     parts.explicit_port = false;
     parts.port = parts.tls ? 443 : 80;
   } else {
-    unsigned port = 0;
-    const char* const end = port_text.data() + port_text.size();
-    const auto [stop, problem] = std::from_chars(port_text.data(), end, port);
-    if (problem != std::errc{} || stop != end || port == 0 || port > 65535 || port_text.size() > 5)
-      return refused(url, "URL port must be a number from 1 to 65535");
-    parts.port = static_cast<std::uint16_t>(port);
+    // At most five digits: a port written longer is refused, leading zeros or not.
+    const auto port = port_text.size() > 5 ? std::nullopt : net::parse_port(port_text);
+    if (!port) return refused(url, "URL port must be a number from 1 to 65535");
+    parts.port = *port;
   }
 
   const std::string_view path_and_query = rest.substr(0, rest.find('#'));
@@ -122,15 +103,8 @@ std::optional<std::string> read_url(std::string_view url, url_parts& parts) {
 } // namespace
 
 
-url_parts parse_url(std::string_view url) {
-  url_parts parts;
-  if (auto problem = read_url(url, parts)) throw std::invalid_argument("coretry::http: " + *problem);
-  return parts;
-}
+url_parts parse_url(std::string_view url) { return detail::read_or_throw<url_parts>(url, read_url); }
 
-std::optional<std::string> url_problem(std::string_view url) {
-  url_parts parts;
-  return read_url(url, parts);
-}
+std::optional<std::string> url_problem(std::string_view url) { return detail::reading_problem<url_parts>(url, read_url); }
 
 } // namespace coretry::http

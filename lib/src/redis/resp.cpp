@@ -1,6 +1,6 @@
 #include "resp.hpp"
 
-#include <coretry/http/tls.hpp>
+#include <coretry/net/tls.hpp>
 
 #include <hiredis/hiredis.h>
 
@@ -148,7 +148,7 @@ asio::awaitable<void> connection::open(const endpoint& at) {
   if (at.tls) {
     if (!tls_context_) throw protocol_error("rediss:// needs a TLS context");
     tls_ = std::make_unique<tls_stream>(std::move(socket_), *tls_context_);
-    if (const auto ec = http::expect_peer(*tls_, at.host)) {
+    if (const auto ec = net::expect_peer(*tls_, at.host)) {
       const std::string why = handshake_problem(tls_->native_handle(), ec);
       close();
       throw protocol_error(why);

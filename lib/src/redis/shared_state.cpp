@@ -4,7 +4,7 @@
 #include "exchange_script.hpp"
 #include "resp.hpp"
 
-#include <coretry/http/tls.hpp>
+#include <coretry/net/tls.hpp>
 
 #include <coretry/decision_core.hpp>
 #include <coretry/random.hpp>
@@ -59,8 +59,6 @@ long long milliseconds(duration d) {
 
 duration steady_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
 
-http::tls_files files(const shared_state::options::tls_files& tls) { return {tls.ca_file, tls.cert_file, tls.key_file, {}}; }
-
 // Redis is away for good (for the keys' lifetime): the fleet's bucket and
 // process list are forgotten and start again.
 constexpr long long key_lifetime_ms = 10 * 60 * 1000;
@@ -85,7 +83,7 @@ struct shared_state::impl {
         phase(static_cast<double>(std::hash<std::string>{}(opts.process_id) & 0xffffffffu) / 4294967296.0) {
     // Made once, and only for rediss://: the system's trust store is costly
     // to load.
-    if (opts.server.tls) tls.emplace(http::make_client_context(files(opts.tls)));
+    if (opts.server.tls) tls.emplace(net::make_client_context(opts.tls));
   }
 
   asio::strand<asio::any_io_executor> strand;
@@ -363,7 +361,7 @@ shared_state::shared_state(asio::any_io_executor ex, options opts) {
   if (!opts.tls.cert_file.empty() && opts.tls.key_file.empty())
     check(false, "a client certificate ('" + opts.tls.cert_file + "') needs its key");
   if (opts.server.tls)
-    if (auto problem = http::tls_files_problem(files(opts.tls))) check(false, *problem);
+    if (auto problem = net::tls_files_problem(opts.tls)) check(false, *problem);
   if (opts.process_id.empty()) {
     static constexpr char digits[] = "0123456789abcdef";
     auto& random = independent_random::instance();

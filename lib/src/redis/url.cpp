@@ -1,5 +1,8 @@
 #include <coretry/redis/url.hpp>
 
+#include <coretry/net/authority.hpp>
+#include <coretry/net/redact.hpp>
+
 #include <boost/asio/ip/address.hpp>
 
 #include <charconv>
@@ -12,73 +15,9 @@ namespace {
 
 constexpr std::size_t max_url = 4096;
 
-int hex(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::optional<std::string> decoded(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size()) return std::nullopt;
-    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
-bool dns_name(std::string_view h) noexcept {
-  if (h.empty() || h.size() > 253) return false;
-  std::size_t label = 0;
-  for (char c : h) {
-    if (c == '.') {
-      if (label == 0) return false;
-      label = 0;
-      continue;
-    }
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-    if (!ok || ++label > 63) return false;
-  }
-  return true;
-}
-
-// The URL as it may be printed: everything between the scheme and the last
-// '@' replaced by "***" (a password may hold '/', '@' or "://" unescaped, and
-// be longer than what is shown), then cut to 200 bytes.
-std::string shown(std::string_view url) {
-  std::size_t start = 0;
-  const auto scheme = url.find("://");
-  if (scheme != std::string_view::npos && scheme > 0) {
-    bool letters = true;
-    for (char c : url.substr(0, scheme))
-      letters = letters && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                            c == '+' || c == '-' || c == '.');
-    if (letters) start = scheme + 3;
-  }
-  const auto at = url.rfind('@');
-  std::string out;
-  if (at != std::string_view::npos && at >= start)
-    out = std::string(url.substr(0, start)) + "***" + std::string(url.substr(at));
-  else
-    out = std::string(url);
-  if (out.size() > 200) out.resize(200);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return "'" + out + "'";
-}
-
 std::variant<endpoint, std::string> read(std::string_view url) {
   const auto fail = [&](std::string_view why) {
-    return std::variant<endpoint, std::string>(std::string("bad Redis URL ") + shown(url) + ": " + std::string(why));
+    return std::variant<endpoint, std::string>(std::string("bad Redis URL ") + net::quoted_url_without_userinfo(url) + ": " + std::string(why));
   };
   if (url.size() > max_url) return fail("longer than 4096 bytes");
   constexpr std::string_view plain = "redis://", tls = "rediss://";
@@ -104,8 +43,8 @@ std::variant<endpoint, std::string> read(std::string_view url) {
     const auto colon = userinfo.find(':');
     const std::string_view user = userinfo.substr(0, colon);
     const std::string_view pass = colon == std::string_view::npos ? std::string_view{} : userinfo.substr(colon + 1);
-    auto u = decoded(user);
-    auto p = decoded(pass);
+    auto u = net::percent_decoded(user);
+    auto p = net::percent_decoded(pass);
     if (!u || !p) return fail("a bad percent escape in the userinfo");
     // USER@: the user's password comes from elsewhere (credentials.hpp).
     if (colon == std::string_view::npos) {
@@ -142,16 +81,14 @@ std::variant<endpoint, std::string> read(std::string_view url) {
       if (port.empty()) return fail("an empty port");
     }
     if (host.empty()) return fail("no host");
-    if (!dns_name(host)) return fail("the host is not a DNS name or an IP address");
+    if (!net::is_dns_name(host)) return fail("the host is not a DNS name or an IP address");
   }
   if (host.empty()) return fail("no host");
   e.host = std::string(host);
   if (!port.empty()) {
-    unsigned value = 0;
-    const auto r = std::from_chars(port.data(), port.data() + port.size(), value);
-    if (r.ec != std::errc{} || r.ptr != port.data() + port.size() || value < 1 || value > 65535)
-      return fail("the port must be a number from 1 to 65535");
-    e.port = static_cast<std::uint16_t>(value);
+    const auto value = net::parse_port(port);
+    if (!value) return fail("the port must be a number from 1 to 65535");
+    e.port = *value;
   }
   if (!path.empty()) {
     unsigned value = 0;

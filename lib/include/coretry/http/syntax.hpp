@@ -1,6 +1,8 @@
 #ifndef CORETRY_HTTP_SYNTAX_HPP
 #define CORETRY_HTTP_SYNTAX_HPP
 
+#include <coretry/net/authority.hpp>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,10 +18,8 @@ bool is_token(std::string_view text);
 /// NUL or other control character (a tab is allowed), no DEL.
 bool is_field_value(std::string_view text);
 
-/// `text` with every `%XY` escape (two hexadecimal digits) replaced by the
-/// byte it stands for; nullopt when an escape is cut short or not
-/// hexadecimal. Other bytes, `+` included, are kept as they are.
-std::optional<std::string> percent_decoded(std::string_view text);
+/// net::percent_decoded, under the name the HTTP client always had.
+using net::percent_decoded;
 
 } // namespace coretry::http
 

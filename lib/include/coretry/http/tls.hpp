@@ -1,63 +1,18 @@
 #ifndef CORETRY_HTTP_TLS_HPP
 #define CORETRY_HTTP_TLS_HPP
 /// @file
-/// A TLS client's files and context, as coretry::http and coretry::redis
-/// make them.
+/// A TLS client's files and context under the HTTP client's names: the
+/// ones of coretry/net/tls.hpp, which coretry::http and coretry::redis share.
 
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/stream.hpp>
-#include <boost/system/error_code.hpp>
-
-#include <optional>
-#include <string>
+#include <coretry/net/tls.hpp>
 
 namespace coretry::http {
 
-/// What a TLS client may be given besides the system's trust store.
-struct tls_files {
-  /// PEM CA certificates trusted besides the system's store; empty: the
-  /// system's store only.
-  std::string ca_file;
-  /// A PEM client certificate (chain), presented when the server asks for
-  /// one; empty: none.
-  std::string cert_file;
-  /// The client certificate's private key (PEM); empty: it is in cert_file.
-  std::string key_file;
-  /// The key's password when it is encrypted; empty: none.
-  std::string key_password;
-};
-
-/// Why `path` cannot serve as client_options::ca_file, or nullopt when it
-/// can: the file cannot be read (with the system's reason), or it holds no
-/// PEM certificate that loads. The message names the file. The client checks
-/// this when it is made; a program can check a user's option the same way
-/// before it makes one, so that a wrong file is bad input rather than a TLS
-/// failure on every attempt.
-std::optional<std::string> ca_file_problem(const std::string& path);
-
-/// Why `files` cannot make a client context, or nullopt when they can: a CA
-/// file as ca_file_problem says, a key without its certificate, a file that
-/// cannot be read (with the system's reason) or holds no PEM certificate or
-/// key, an encrypted key whose password is missing or wrong, a key that does
-/// not belong to the certificate. The message names the file, never its
-/// content or the password.
-std::optional<std::string> tls_files_problem(const tls_files& files);
-
-/// A client context: TLS 1.2 at least, the system's trust store plus
-/// `files.ca_file`, the client certificate when there is one, and peer
-/// verification unless `verify_peer` is false. Throws std::invalid_argument
-/// with tls_files_problem's message, boost::system::system_error when
-/// OpenSSL fails otherwise.
-boost::asio::ssl::context make_client_context(const tls_files& files, bool verify_peer = true);
-
-/// Prepares `stream`'s client handshake for `host` (a DNS name or an IP
-/// address): SNI for a name (never for an address, RFC 6066 §3), and the
-/// server's certificate checked against it by OpenSSL's verification (a
-/// mismatch fails the handshake with its own verify result). An error when
-/// OpenSSL refuses.
-boost::system::error_code expect_peer(boost::asio::ssl::stream<boost::asio::ip::tcp::socket>& stream,
-                                      const std::string& host);
+using net::ca_file_problem;
+using net::expect_peer;
+using net::make_client_context;
+using net::tls_files;
+using net::tls_files_problem;
 
 } // namespace coretry::http
 

@@ -6,6 +6,7 @@
 
 #include <coretry/budget.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/net/tls_files.hpp>
 #include <coretry/policy.hpp>
 #include <coretry/redis/url.hpp>
 
@@ -55,16 +56,12 @@ public:
     /// Where Redis is (server.tls: over TLS, verified against server.host),
     /// and AUTH's credentials (see read_credentials()).
     endpoint server;
-    /// For a rediss:// server (made into a context by coretry::http's
-    /// make_client_context). Refused for a plain server (a CA file given
-    /// for nothing is a mistake).
-    struct tls_files {
-      /// PEM CA certificates trusted besides the system's store.
-      std::string ca_file;
-      /// A PEM client certificate, for a server that asks for one, and its
-      /// key (PEM, unencrypted); both or neither.
-      std::string cert_file, key_file;
-    } tls;
+    /// For a rediss:// server: the CA file, client certificate and key (and
+    /// the key's password when it is encrypted), made into a context by
+    /// net::make_client_context, the HTTP client's TLS files' type. Refused
+    /// for a plain server (a CA file given for nothing is a mistake).
+    using tls_files = net::tls_files;
+    tls_files tls;
     /// First part of every key (1 to 64 of A-Z a-z 0-9 _ - . :).
     std::string prefix = "coretry";
     /// Time between two reconciliations, and the longest one exchange may

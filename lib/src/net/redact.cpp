@@ -1,4 +1,4 @@
-#include <coretry/http/redact.hpp>
+#include <coretry/net/redact.hpp>
 
 #include <boost/url/parse.hpp>
 #include <boost/url/url.hpp>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-namespace coretry::http {
+namespace coretry::net {
 namespace {
 
 // The one list: a header or query parameter whose name contains one of these
@@ -78,4 +78,26 @@ std::string redact_url(std::string_view text) {
   return std::string{url.buffer()};
 }
 
-} // namespace coretry::http
+std::string quoted_url_without_userinfo(std::string_view url) {
+  std::size_t start = 0;
+  const auto scheme = url.find("://");
+  if (scheme != std::string_view::npos && scheme > 0) {
+    bool letters = true;
+    for (char c : url.substr(0, scheme))
+      letters = letters && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                            c == '+' || c == '-' || c == '.');
+    if (letters) start = scheme + 3;
+  }
+  const auto at = url.rfind('@');
+  std::string out;
+  if (at != std::string_view::npos && at >= start)
+    out = std::string(url.substr(0, start)) + "***" + std::string(url.substr(at));
+  else
+    out = std::string(url);
+  if (out.size() > 200) out.resize(200);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return "'" + out + "'";
+}
+
+} // namespace coretry::net

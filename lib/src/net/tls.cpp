@@ -1,4 +1,4 @@
-#include <coretry/http/tls.hpp>
+#include <coretry/net/tls.hpp>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -14,7 +14,7 @@
 
 #include <unistd.h>
 
-namespace coretry::http {
+namespace coretry::net {
 
 namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
@@ -121,4 +121,4 @@ error_code expect_peer(ssl::stream<asio::ip::tcp::socket>& stream, const std::st
   return {};
 }
 
-} // namespace coretry::http
+} // namespace coretry::net

@@ -55,12 +55,15 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::start_attempt(duration al
   try {
     op.emplace(factory_(context));
   } catch (...) {
+    attempt_end e;
+    e.elapsed = e.started = at;
+    e.probe = probe;
+    e.still_running = lanes_.in_flight();
     exception_ = std::current_exception();
-    core_.probe_over(probe);
-    core_.attempt_not_started(at);
-    // A hedge's factory: the attempts in flight are wound down first, and
-    // the last to finish delivers the exception.
-    if (lanes_.in_flight() > 0) return wind_down();
+    // A hedge's factory: the core winds the attempts in flight down, and the
+    // last to finish delivers the exception.
+    const decision d = core_.attempt_threw(e);
+    if (d.what != decision::action::stop) return act(d);
     // The first attempt may be created inside the initiating call, where
     // the caller's handler must not run: deliver the exception from the strand.
     boost::asio::post(strand_, make_step([](retry_op& self) { self.fail(); }));
@@ -68,9 +71,8 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::start_attempt(duration al
   }
   phase_ = phase::attempting;
   core_.attempt_started(); // its permit, if any, is now the lane's
-  // With hedging, the gate's probe ticket goes with the attempt that
-  // carries it, and is given back when that attempt ends.
-  if (hedging() && kind != attempt_kind::hedge) probe = core_.take_probe();
+  // The gate's probe ticket goes with the attempt that carries it, and back
+  // with its end.
   const std::size_t lane = lanes_.acquire(index, probe);
   run_attempt<T>(deadlines_, context.deadline, cancellation_repeat_, repeat_bound(context.deadline),
                  stuck_report{&retry_op::report_stuck, this}, strand_, std::move(*op),
@@ -82,11 +84,12 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::start_attempt(duration al
 
 // Hedging (coretry/detail/attempt_lanes.hpp holds the lanes): sends the
 // hedge the core says is due now, or arms the timer for when it will be.
-// Nothing is launched once a result has been taken, the caller has
+// The core sends none once a result has been taken, the caller has
 // cancelled or the attempts are being wound down.
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::consider_hedge() {
-  if (phase_ != phase::attempting || core_.stopping() || exception_ || cancel_requested()) return;
+  if (phase_ != phase::attempting) return;
+  if (cancel_requested()) return on_cancel(); // told to the core before it is asked
   const duration at = elapsed();
   const duration now = detail::saturating_add(core_.origin(), at);
   const std::optional<latency_snapshot> observed = observe(now);
@@ -168,58 +171,58 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::report_stuck(void* contex
 }
 
 template <class Timer, class Factory, class Classifier, class T, class Handler>
+attempt_end retry_op<Timer, Factory, Classifier, T, Handler>::end_of(const attempt_record& record,
+                                                                 std::uint64_t probe) const {
+  attempt_end e;
+  e.elapsed = record.end;
+  e.started = record.start;
+  e.allowance = record.allowance;
+  e.probe = probe;
+  e.still_running = lanes_.in_flight();
+  return e;
+}
+
+// An attempt's end, told to the core, which gives back its probe ticket
+// and permit and answers the next step.
+template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::on_attempt(std::size_t lane, attempt_completion<T>&& done) {
-  const std::size_t index = lanes_[lane].record;
+  attempt_record& record = result_.records[lanes_[lane].record];
   const std::uint64_t probe = lanes_[lane].probe;
   lanes_.release(lane);
-  const bool last = lanes_.in_flight() == 0;
-  if (core_.stopping() || exception_) return on_wound_down(index, probe, std::move(done), last);
-  if (last) phase_ = phase::deciding;
-  if (done.exception) {
-    exception_ = std::move(done.exception);
-    core_.probe_over(probe);
-    core_.permit_over(elapsed(), duration::zero(), limit_signal::ignored);
-    if (!last) return wind_down();
-    return fail();
-  }
-  attempt_record& record = result_.records[index];
   record.end = elapsed();
   record.error = done.error;
+  attempt_end e = end_of(record, probe);
+  if (core_.stopping()) return on_wound_down(record, e, std::move(done));
+  if (e.still_running == 0) phase_ = phase::deciding;
+  if (done.exception) return attempt_threw(e, std::move(done.exception));
   result_.last_error = done.error;
   result_.value = std::move(done.value);
   if (result_.value) record.connection = connection_of<T>::get(*result_.value);
   try {
-    record.classified = classify_(static_cast<const boost::system::error_code&>(done.error),
-                                  static_cast<const T&>(*result_.value));
+    e.classified = classify_(static_cast<const boost::system::error_code&>(done.error),
+                             static_cast<const T&>(*result_.value));
   } catch (...) {
-    // As a throwing factory: the probe goes back, the other attempts are
-    // wound down, and the last to finish delivers the exception.
-    exception_ = std::current_exception();
-    core_.probe_over(probe);
-    core_.permit_over(record.end, duration::zero(), limit_signal::ignored);
-    if (!last) return wind_down();
-    return fail();
+    // As a throwing factory: the other attempts are wound down, and the
+    // last to finish delivers the exception.
+    return attempt_threw(e, std::current_exception());
   }
-  // An attempt ended by the caller's cancellation says so, whatever error
-  // its operations reported on the way out; one that succeeded stands.
-  const bool cancelled = record.classified.status != attempt_status::success && cancel_requested();
-  if (cancelled) record.classified = verdict::permanent("cancelled", delivery::unknown);
+  e.timed_out = done.error == attempt_error::timed_out;
+  e.caller_cancelled = cancel_requested();
+  if (e.still_running == 0) cancel_hedge_timer();
+  const decision d = core_.attempt_finished(e, safety_);
+  record.classified = e.classified;
   if (observer_) observer_->attempt_finished({operation_, record});
-  core_.probe_over(probe);
-  // A timeout at the overall deadline, before the attempt's own limit,
-  // says only that the operation ran out of time.
-  core_.permit_over(record.end, record.end - record.start,
-                    limit_signal_of(record.classified, done.error == attempt_error::timed_out, cancelled,
-                                    record.allowance < core_.attempt_limit()));
-  // The others, if any, have been told of the caller's cancellation already.
-  if (cancelled) return act(core_.attempt_cancelled(lanes_.in_flight()));
-  record_latency(record);
-  if (last) cancel_hedge_timer();
-  const decision d = core_.attempt_finished(record.end, record.classified, safety_, lanes_.in_flight());
+  if (!e.abandoned) record_latency(record);
   if ((d.what == decision::action::stop || d.what == decision::action::wind_down) &&
       d.reason == stop_reason::succeeded)
     take_winner(record);
   act(d);
+}
+
+template <class Timer, class Factory, class Classifier, class T, class Handler>
+void retry_op<Timer, Factory, Classifier, T, Handler>::attempt_threw(const attempt_end& e, std::exception_ptr exception) {
+  exception_ = std::move(exception);
+  act(core_.attempt_threw(e));
 }
 
 template <class Timer, class Factory, class Classifier, class T, class Handler>
@@ -233,17 +236,14 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::take_winner(const attempt
 // cancellation): recorded, never classified, never told to the gate, and
 // its value is not taken.
 template <class Timer, class Factory, class Classifier, class T, class Handler>
-void retry_op<Timer, Factory, Classifier, T, Handler>::on_wound_down(std::size_t index, std::uint64_t probe, attempt_completion<T>&& done, bool last) {
-  core_.probe_over(probe);
-  attempt_record& record = result_.records[index];
-  record.end = elapsed();
-  core_.permit_over(record.end, record.end - record.start, limit_signal::ignored);
-  record.error = done.error;
+void retry_op<Timer, Factory, Classifier, T, Handler>::on_wound_down(attempt_record& record, const attempt_end& e,
+                                                                    attempt_completion<T>&& done) {
+  const decision d = core_.attempt_abandoned(e);
   record.superseded = core_.stopping() == stop_reason::succeeded;
   if (done.value) record.connection = connection_of<T>::get(*done.value);
   record.classified = verdict::permanent(record.superseded ? "superseded" : "cancelled", delivery::unknown);
   if (observer_) observer_->attempt_finished({operation_, record});
-  if (last) conclude();
+  act(d);
 }
 
 } // namespace coretry::detail

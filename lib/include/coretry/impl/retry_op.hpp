@@ -103,7 +103,6 @@ private:
     }
     retry_op& op;
     duration wait_from{}; ///< when the latest wait for a permit began, from the start
-    bool waiting = false; ///< in the limit's queue (or granted, the grant on its way)
   };
   // Where the parts are in the block (0: absent), and its size in units:
   // hedging's, the core's extension (hedging or an observed limit) and the
@@ -211,14 +210,18 @@ private:
     // Probe tickets and permits of attempts that never ended go back.
     for (std::size_t i = 0; i < lanes_.size(); ++i)
       if (lanes_[i].busy) {
-        core_.probe_over(std::exchange(lanes_[i].probe, 0));
-        core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
+        attempt_end e;
+        e.elapsed = e.started = decided_at_;
+        e.probe = lanes_[i].probe;
+        core_.attempt_abandoned(e);
       }
     // A wait for a permit that never ended: out of the queue, and a permit
-    // granted meanwhile goes back.
-    if (permit_ && permit_->waiting &&
-        core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted)
-      core_.permit_over(decided_at_, duration::zero(), limit_signal::ignored);
+    // granted meanwhile goes back (as after a cancellation).
+    if (permit_ && core_.waiting_for_permit() &&
+        core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted) {
+      core_.caller_cancelled(decided_at_, 0);
+      core_.permit_granted(decided_at_);
+    }
     if (hedge_) hedge_->~hedge_part();
     if (permit_) permit_->~permit_part();
   }
@@ -288,9 +291,8 @@ private:
   void wait_for_permit(duration wait);
   void permit_arrived();
   void on_permit_wait_over();
-  void report_permit_wait(bool granted);
+  void end_permit_wait(bool granted);
   void on_wake(unsigned generation);
-  void conclude();
   void sleep(const decision& d);
   void wake_early();
   void on_sleep(boost::system::error_code ec);
@@ -311,7 +313,9 @@ private:
   static void report_stuck(void* context);
   void on_attempt(std::size_t lane, attempt_completion<T>&& done);
   void take_winner(const attempt_record& record);
-  void on_wound_down(std::size_t index, std::uint64_t probe, attempt_completion<T>&& done, bool last);
+  attempt_end end_of(const attempt_record& record, std::uint64_t probe) const;
+  void attempt_threw(const attempt_end& e, std::exception_ptr exception);
+  void on_wound_down(attempt_record& record, const attempt_end& e, attempt_completion<T>&& done);
 
   enum class phase : unsigned char { starting, attempting, deciding, sleeping, waiting_permit, done };
 

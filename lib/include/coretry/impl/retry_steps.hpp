@@ -30,11 +30,10 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::launch() {
   // runs there): started from any other thread, its completion could run on
   // the strand while this call was still arming its deadline.
   boost::asio::dispatch(strand_, make_step([first](retry_op& op) {
-                          if (op.cancel_requested()) {
-                            op.core_.attempt_not_started(duration::zero());
-                            return op.finish(stop_reason::cancelled);
-                          }
-                          op.act(first);
+                          if (!op.cancel_requested()) return op.act(first);
+                          op.act(op.core_.caller_cancelled(duration::zero(), 0));
+                          // A wait for a permit not begun ends at once, without one.
+                          if (op.core_.waiting_for_permit()) op.act(op.core_.permit_refused());
                         }));
   // On a multi-threaded context the whole operation may end on other
   // threads before this call returns: if this reference is then the last,
@@ -46,23 +45,18 @@ template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::on_cancel() {
   switch (phase_) {
   case phase::attempting:
-    // Any cancellation becomes terminal for the attempts: they are
-    // abandoned, so their I/O must stop and their connections may not be
-    // reused. A runner never completes inside this emission. No hedge
-    // follows.
-    cancel_hedge_timer();
-    lanes_.cancel_all();
-    break;
+    // The core answers wind_down: any cancellation becomes terminal for the
+    // attempts. A runner never completes inside this emission.
+    return act(core_.caller_cancelled(elapsed(), lanes_.in_flight()));
   case phase::sleeping: wake_early(); break;
   case phase::waiting_permit:
-    // Out of the queue, unless a permit is already on its way (its step
-    // then sees the request).
+    // Told to the core first (which answers once the wait has ended); out
+    // of the queue, unless a permit is already on its way (its step then
+    // tells the core it came).
+    act(core_.caller_cancelled(elapsed(), 0));
     if (core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted) break;
-    permit_->waiting = false;
-    if (deadlines_.remove(wake_)) release(true);
-    report_permit_wait(false);
-    core_.permit_wait_cancelled(elapsed(), false);
-    finish(stop_reason::cancelled);
+    end_permit_wait(false);
+    act(core_.permit_refused());
     break;
   case phase::starting: // the first step looks at the request
   case phase::deciding: // the next step looks at the request
@@ -74,9 +68,9 @@ template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::act(const decision& d) {
   switch (d.what) {
   case decision::action::start_attempt:
-    return start_attempt(d.allowance, core_.attempts() == 1 ? attempt_kind::first : attempt_kind::retry);
+    return start_attempt(d.allowance, core_.attempts() == 1 ? attempt_kind::first : attempt_kind::retry, d.probe);
   case decision::action::sleep: return sleep(d);
-  case decision::action::stop: return finish(d.reason);
+  case decision::action::stop: return exception_ ? fail() : finish(d.reason); // an exception is delivered instead
   case decision::action::wait_permit: return wait_for_permit(d.wait);
   case decision::action::wind_down: return wind_down();
   case decision::action::hedge: return consider_hedge();
@@ -94,14 +88,13 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::wait_for_permit(duration 
   case concurrency_limit::wait_result::queued: break;
   }
   phase_ = phase::waiting_permit;
-  permit_->waiting = true;
   permit_->wait_from = elapsed();
   add_ref();
   if (deadlines_.place(wake_, saturating_instant(now(), wait), ++wake_generation_) !=
       deadline_queue<Timer>::placed::added) {
-    // The execution context has shut down: nothing will run again.
-    if (core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::removed)
-      permit_->waiting = false;
+    // The execution context has shut down: nothing will run again (a permit
+    // granted meanwhile goes back when the operation is destroyed).
+    core_.limit()->cancel_wait(*permit_, false);
     release(true);
     return;
   }
@@ -111,16 +104,9 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::wait_for_permit(duration 
 // A permit for the attempt the core is waiting to start.
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::permit_arrived() {
-  if (permit_->waiting) {
-    permit_->waiting = false;
-    if (deadlines_.remove(wake_)) release(true);
-    report_permit_wait(true);
-  }
+  if (phase_ == phase::waiting_permit) end_permit_wait(true); // it had queued
   decided_at_ = elapsed();
-  if (cancel_requested()) {
-    core_.permit_wait_cancelled(decided_at_, true);
-    return finish(stop_reason::cancelled);
-  }
+  if (cancel_requested()) act(core_.caller_cancelled(decided_at_, 0)); // the core then gives the permit back
   const std::optional<latency_snapshot> observed = observe(detail::saturating_add(core_.origin(), decided_at_));
   act(core_.permit_granted(decided_at_, observed ? &*observed : nullptr));
 }
@@ -130,18 +116,16 @@ template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::on_permit_wait_over() {
   const bool cancelled = cancel_requested(); // its step may come after this one: the caller's request wins
   if (core_.limit()->cancel_wait(*permit_, !cancelled) == concurrency_limit::cancel_result::granted) return;
-  permit_->waiting = false;
-  report_permit_wait(false);
+  end_permit_wait(false);
   decided_at_ = elapsed();
-  if (cancelled) {
-    core_.permit_wait_cancelled(decided_at_, false);
-    return finish(stop_reason::cancelled);
-  }
+  if (cancelled) act(core_.caller_cancelled(decided_at_, 0));
   act(core_.permit_refused());
 }
 
+// The wait in the limit's queue is over: its wake-up goes, and the observer is told.
 template <class Timer, class Factory, class Classifier, class T, class Handler>
-void retry_op<Timer, Factory, Classifier, T, Handler>::report_permit_wait(bool granted) {
+void retry_op<Timer, Factory, Classifier, T, Handler>::end_permit_wait(bool granted) {
+  if (deadlines_.remove(wake_)) release(true);
   if (observer_)
     observer_->permit_waited(
         {operation_, core_.attempts() + 1, permit_->wait_from, elapsed() - permit_->wait_from, granted});
@@ -153,13 +137,7 @@ template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::on_wake(unsigned generation) {
   if (generation != wake_generation_) return;
   if (phase_ == phase::sleeping) return on_sleep({});
-  if (phase_ == phase::waiting_permit && permit_->waiting) return on_permit_wait_over();
-}
-
-template <class Timer, class Factory, class Classifier, class T, class Handler>
-void retry_op<Timer, Factory, Classifier, T, Handler>::conclude() {
-  if (exception_) return fail();
-  finish(*core_.stopping());
+  if (phase_ == phase::waiting_permit && core_.waiting_for_permit()) return on_permit_wait_over();
 }
 
 template <class Timer, class Factory, class Classifier, class T, class Handler>
@@ -195,8 +173,8 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::wake_early() {
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::on_sleep(boost::system::error_code ec) {
   // Cancellation is re-checked after every sleep, before any new attempt.
-  if (ec || cancel_requested()) return finish(stop_reason::cancelled);
   decided_at_ = elapsed();
+  if (ec || cancel_requested()) return act(core_.caller_cancelled(decided_at_, 0));
   const std::optional<latency_snapshot> observed = observe(detail::saturating_add(core_.origin(), decided_at_));
   act(core_.sleep_finished(decided_at_, observed ? &*observed : nullptr));
 }

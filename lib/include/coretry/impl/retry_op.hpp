@@ -160,7 +160,7 @@ private:
            Factory&& factory, Classifier&& classify, const handler_allocator& alloc, const block_layout& layout)
       : handler_(std::move(handler)),
         work_(boost::asio::get_associated_executor(handler_, ex)),
-        strand_(make_operation_strand(boost::asio::get_associated_executor(handler_, ex), ex)),
+        strand_(make_operation_strand(boost::asio::get_associated_executor(handler_, ex), ex, &clear_in_place_)),
         deadlines_(deadline_queue_of<Timer>(ex)),
         tracker_(o.tracker),
         observer_(o.observer),
@@ -196,10 +196,6 @@ private:
     }
     if (layout.permit != 0)
       permit_ = ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.permit)) permit_part(*this);
-    // The caller emits from its handler's executor: when that is the
-    // strand, the slot may be cleared from the operation's steps.
-    if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
-      clear_in_place_ = boost::asio::any_io_executor(boost::asio::get_associated_executor(handler_, ex)) == strand_;
   }
 
   ~retry_op() {
@@ -349,7 +345,10 @@ private:
   wait_source next_wait_source_ = wait_source::none;
   phase phase_ = phase::starting;
   bool finished_ = false;
-  bool clear_in_place_ = false; ///< the caller emits from the strand
+  /// The caller emits from its handler's executor: when that is the
+  /// strand, the slot may be cleared from the operation's steps. Set by
+  /// make_operation_strand as strand_ is made (so no initializer here).
+  bool clear_in_place_;
 };
 
 } // namespace coretry::detail

@@ -381,7 +381,8 @@ coretry::concurrency_limit::options fixed_permits(unsigned permits) {
   return o;
 }
 
-/// The end of an attempt that started at `started`, with `allowance`.
+/// The end of an attempt at `elapsed`, `still_running` others not ended,
+/// carrying `probe`.
 coretry::attempt_end end_at(duration elapsed, unsigned still_running = 0, std::uint64_t probe = 0) {
   coretry::attempt_end e;
   e.elapsed = elapsed;
@@ -390,17 +391,29 @@ coretry::attempt_end end_at(duration elapsed, unsigned still_running = 0, std::u
   return e;
 }
 
+/// A core whose policy sends one hedge 50 ms after an attempt starts: its
+/// first attempt started, and the hedge sent at 50 ms (two running).
+struct one_hedge_sent {
+  coretry::testing::scripted_random draws{};
+  coretry::policy p = [] {
+    coretry::policy q;
+    q.hedging.max_hedges = 1;
+    q.hedging.delay = ms(50);
+    return q;
+  }();
+  coretry::decision_core core{p, draws};
+  one_hedge_sent() {
+    REQUIRE(core.begin().what == decision::action::start_attempt);
+    REQUIRE(core.next_hedge(ms(50), 1).what == coretry::hedge_decision::action::send);
+  }
+};
+
 } // namespace
 
 TEST_CASE("core: the caller's cancellation while attempts run winds them down, and the first to end decides") {
   using hedge = coretry::hedge_decision::action;
-  coretry::testing::scripted_random draws{};
-  coretry::policy p;
-  p.hedging.max_hedges = 1;
-  p.hedging.delay = ms(50);
-  coretry::decision_core core(p, draws);
-  REQUIRE(core.begin().what == decision::action::start_attempt);
-  REQUIRE(core.next_hedge(ms(50), 1).what == hedge::send);
+  one_hedge_sent run;
+  coretry::decision_core& core = run.core;
   decision d = core.caller_cancelled(ms(60), 2);
   CHECK(d.what == decision::action::wind_down);
   CHECK(d.reason == stop_reason::cancelled);
@@ -440,14 +453,8 @@ TEST_CASE("core: the caller's cancellation while attempts run winds them down, a
 }
 
 TEST_CASE("core: an attempt's end that saw the caller's cancellation before the core was told of it") {
-  using hedge = coretry::hedge_decision::action;
-  coretry::testing::scripted_random draws{};
-  coretry::policy p;
-  p.hedging.max_hedges = 1;
-  p.hedging.delay = ms(50);
-  coretry::decision_core core(p, draws);
-  REQUIRE(core.begin().what == decision::action::start_attempt);
-  REQUIRE(core.next_hedge(ms(50), 1).what == hedge::send);
+  one_hedge_sent run;
+  coretry::decision_core& core = run.core;
   coretry::attempt_end e = end_at(ms(60), 1);
   e.caller_cancelled = true;
   e.classified = timed_out;

@@ -469,7 +469,7 @@ TEST_CASE("core: an attempt's end that saw the caller's cancellation before the 
   CHECK(d.reason == stop_reason::cancelled);
 }
 
-TEST_CASE("core: the caller's cancellation with no attempt running is a stop; a permit held for an attempt not started goes back") {
+TEST_CASE("core: the caller's cancellation with no attempt running is a stop, and a permit held for an attempt not started goes back") {
   coretry::testing::scripted_random draws{0.5};
   SUBCASE("between the first decision and the first attempt") {
     coretry::concurrency_limit limit(fixed_permits(2));
@@ -495,7 +495,7 @@ TEST_CASE("core: the caller's cancellation with no attempt running is a stop; a 
   }
 }
 
-TEST_CASE("core: a wait for a permit is the core's until it ends; the caller's cancellation meanwhile is answered by its end") {
+TEST_CASE("core: a wait for a permit is the core's until it ends, and the caller's cancellation meanwhile is answered by its end") {
   coretry::testing::scripted_random draws{};
   coretry::concurrency_limit limit(fixed_permits(1));
   REQUIRE(limit.try_acquire()); // another operation's
@@ -570,7 +570,7 @@ TEST_CASE("core: a probe ticket goes out with the attempt's start and comes back
   CHECK(gate.open.empty());
 }
 
-TEST_CASE("core: user code that threw ends the operation; what its attempt held goes back") {
+TEST_CASE("core: user code that threw ends the operation, and what its attempt held goes back") {
   using hedge = coretry::hedge_decision::action;
   coretry::testing::scripted_random draws{};
   coretry::concurrency_limit limit(fixed_permits(4));

@@ -1,4 +1,3 @@
-#include <coretry/attempt_record.hpp>
 #include <coretry/decision_core.hpp>
 
 #include <algorithm>
@@ -18,34 +17,6 @@ duration draw_up_to(random_source& random, duration max_inclusive) {
 }
 
 } // namespace
-
-std::string_view to_string(wait_source source) noexcept {
-  switch (source) {
-  case wait_source::none: return "none";
-  case wait_source::local: return "local";
-  case wait_source::server: return "server";
-  case wait_source::gate: return "gate";
-  }
-  return "invalid";
-}
-
-std::string_view to_string(connection_use use) noexcept {
-  switch (use) {
-  case connection_use::none: return "none";
-  case connection_use::fresh: return "new";
-  case connection_use::reused: return "reused";
-  }
-  return "invalid";
-}
-
-std::string_view to_string(attempt_kind kind) noexcept {
-  switch (kind) {
-  case attempt_kind::first: return "first";
-  case attempt_kind::retry: return "retry";
-  case attempt_kind::hedge: return "hedge";
-  }
-  return "invalid";
-}
 
 duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noexcept {
   const long double window = static_cast<long double>(backoff.initial_window.count()) *
@@ -175,23 +146,15 @@ decision decision_core::admit(duration elapsed, decision d, bool first) {
   ++attempts_;
   last_start_ = elapsed;
   permit_held_ = permits_ != nullptr;
+  // The gate's probe ticket goes with the attempt, and comes back with its end.
+  d.probe = std::exchange(probe_, 0);
   return d;
-}
-
-void decision_core::attempt_not_started(duration elapsed) noexcept {
-  if (std::exchange(permit_held_, false)) permit_unused(elapsed);
-}
-
-void decision_core::permit_wait_cancelled(duration elapsed, bool granted) noexcept {
-  permit_for_ = awaiting::nothing;
-  if (granted) permit_unused(elapsed);
-  end_probe();
 }
 
 decision decision_core::permit_granted(duration elapsed, const latency_snapshot* observed) {
   const bool first = permit_for_ == awaiting::first;
   permit_for_ = awaiting::nothing;
-  decision d = start_if_useful(elapsed, observed);
+  decision d = cancelled_ ? decision::stop(stop_reason::cancelled) : start_if_useful(elapsed, observed);
   if (d.what != decision::action::start_attempt) {
     permit_unused(elapsed);
     end_probe();
@@ -203,11 +166,13 @@ decision decision_core::permit_granted(duration elapsed, const latency_snapshot*
 decision decision_core::permit_refused() {
   permit_for_ = awaiting::nothing;
   end_probe();
-  return decision::stop(stop_reason::concurrency_limited);
+  return decision::stop(cancelled_ ? stop_reason::cancelled : stop_reason::concurrency_limited);
 }
 
-void decision_core::permit_over(duration elapsed, duration latency, limit_signal signal) noexcept {
-  if (permits_) permits_->release(saturating_add(origin_, elapsed), latency, signal);
+void decision_core::give_back(const attempt_end& e, limit_signal signal) noexcept {
+  probe_over(e.probe);
+  if (std::exchange(permit_held_, false)) permit_unused(e.elapsed); // never started
+  else if (permits_) permits_->release(saturating_add(origin_, e.elapsed), e.elapsed - e.started, signal);
 }
 
 void decision_core::permit_unused(duration elapsed) noexcept {
@@ -234,24 +199,35 @@ void decision_core::hold_hedges(duration elapsed, const verdict& v) noexcept {
     ext_->hedge_hold = std::max(ext_->hedge_hold, saturating_add(elapsed, *v.server_delay));
 }
 
-decision decision_core::attempt_finished(duration elapsed, const verdict& v, repeat_safety safety,
-                                         unsigned still_running) {
-  if (gate_) gate_->record(v.status, saturating_add(origin_, elapsed));
-  // With others running, a probe the gate admitted goes back with the
-  // attempt that carried it (probe_over).
-  if (still_running == 0) end_probe();
-  hold_hedges(elapsed, v);
+decision decision_core::attempt_finished(attempt_end& e, repeat_safety safety) {
+  cancelled_ = cancelled_ || e.caller_cancelled;
+  // A failure after the caller's cancellation says so, whatever error its
+  // operations reported on the way out; a success stands.
+  if (cancelled_ && e.classified.status != attempt_status::success) {
+    e.classified = verdict::permanent("cancelled", delivery::unknown);
+    e.abandoned = true;
+    give_back(e, limit_signal::ignored);
+    if (e.still_running == 0) return decision::stop(stop_reason::cancelled);
+    stopping_ = stop_reason::cancelled;
+    return decision::none();
+  }
+  const verdict& v = e.classified;
+  if (gate_) gate_->record(v.status, saturating_add(origin_, e.elapsed));
+  // A timeout at the overall deadline, before the attempt's own limit, says
+  // only that the operation ran out of time.
+  give_back(e, limit_signal_of(v, e.timed_out, false, e.allowance < limit_));
+  hold_hedges(e.elapsed, v);
   if (const std::optional<stop_reason> stop = verdict_stop(v, safety)) {
-    if (still_running == 0) return decision::stop(*stop);
+    if (e.still_running == 0) return decision::stop(*stop);
     stopping_ = stop;
     return decision::wind_down(*stop);
   }
-  if (still_running > 0) {
+  if (e.still_running > 0) {
     hedge_at_once_ = true;
     return decision::hedge();
   }
   hedge_at_once_ = false;
-  decision d = plan_retry(elapsed, v);
+  decision d = plan_retry(e.elapsed, v);
   // A retry the budget would refuse now is not slept for: the operation stops
   // at once. The token itself is taken after the sleep (sleep_finished).
   if (d.what == decision::action::sleep && budget_ && !budget_->retry_available())
@@ -259,10 +235,32 @@ decision decision_core::attempt_finished(duration elapsed, const verdict& v, rep
   return d;
 }
 
-decision decision_core::attempt_cancelled(unsigned still_running) {
-  if (still_running == 0) return decision::stop(stop_reason::cancelled);
-  stopping_ = stop_reason::cancelled;
-  return decision::none();
+decision decision_core::attempt_abandoned(const attempt_end& e) {
+  give_back(e, limit_signal::ignored);
+  if (e.still_running > 0 || !stopping_) return decision::none();
+  return decision::stop(*stopping_);
+}
+
+decision decision_core::attempt_threw(const attempt_end& e) {
+  give_back(e, limit_signal::ignored);
+  if (e.still_running == 0) return decision::stop(stop_reason::rejected);
+  stopping_ = stop_reason::rejected;
+  return decision::wind_down(stop_reason::rejected);
+}
+
+decision decision_core::caller_cancelled(duration elapsed, unsigned running) {
+  cancelled_ = true;
+  // A wait for a permit ends first: its end's event answers the stop.
+  if (permit_for_ != awaiting::nothing) return decision::none();
+  // Every attempt still running is sent the cancellation, even once the
+  // operation is stopping (an attempt's end that counted as cancelled
+  // decided it before this event came).
+  if (running > 0) return decision::wind_down(stopping_.value_or(stop_reason::cancelled));
+  if (stopping_) return decision::none();
+  // An attempt answered for and not started: its permit and probe go back.
+  if (std::exchange(permit_held_, false)) permit_unused(elapsed);
+  end_probe();
+  return decision::stop(stop_reason::cancelled);
 }
 
 std::optional<stop_reason> decision_core::verdict_stop(const verdict& v, repeat_safety safety) noexcept {
@@ -314,6 +312,7 @@ decision decision_core::plan_retry(duration elapsed, const verdict& v) {
 }
 
 decision decision_core::sleep_finished(duration elapsed, const latency_snapshot* observed) {
+  if (cancelled_) return decision::stop(stop_reason::cancelled);
   decision d = start_if_useful(elapsed, observed);
   if (d.what != decision::action::start_attempt) return d;
   if (gate_) {
@@ -346,7 +345,7 @@ hedge_decision decision_core::hedge_due(duration elapsed, unsigned in_flight, co
                                         const latency_snapshot* hedge_observed) {
   using action = hedge_decision::action;
   const bool at_once = hedge_at_once_;
-  if (!ext_ || stopping_) return {};
+  if (!ext_ || stopping_ || cancelled_) return {};
   const hedging_policy& h = ext_->hedging;
   if (h.max_hedges == 0 || in_flight > h.max_hedges || attempts_ >= max_attempts_) return {};
   if (h.delay_percentile) {

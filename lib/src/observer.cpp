@@ -1,8 +1,38 @@
+#include <coretry/attempt_record.hpp>
 #include <coretry/observer.hpp>
+#include <coretry/wait_source.hpp>
 
 #include <algorithm>
 
 namespace coretry {
+
+std::string_view to_string(wait_source source) noexcept {
+  switch (source) {
+  case wait_source::none: return "none";
+  case wait_source::local: return "local";
+  case wait_source::server: return "server";
+  case wait_source::gate: return "gate";
+  }
+  return "invalid";
+}
+
+std::string_view to_string(connection_use use) noexcept {
+  switch (use) {
+  case connection_use::none: return "none";
+  case connection_use::fresh: return "new";
+  case connection_use::reused: return "reused";
+  }
+  return "invalid";
+}
+
+std::string_view to_string(attempt_kind kind) noexcept {
+  switch (kind) {
+  case attempt_kind::first: return "first";
+  case attempt_kind::retry: return "retry";
+  case attempt_kind::hedge: return "hedge";
+  }
+  return "invalid";
+}
 
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;

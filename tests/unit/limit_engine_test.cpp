@@ -255,6 +255,31 @@ TEST_CASE("limit engine: the caller's cancellation ends a wait for a permit at o
   CHECK(t.limit.in_flight() == 0);
 }
 
+TEST_CASE("limit engine: the caller's cancellation before the first step, with no permit free, stops without waiting") {
+  limited_run t(fixed_limit(1, 50ms));
+  fake_dependency slow({{20ms}});
+  fake_dependency waiting({{1ms}});
+  asio::cancellation_signal signal;
+  // Started from outside the context: each first step is queued; the second
+  // operation's first answer is a wait for a permit, not begun yet when the
+  // cancellation comes.
+  t.start(limited_policy(), slow.factory());
+  t.start_with(limited_policy(), waiting.factory(),
+               [&](auto&& h) { return asio::bind_cancellation_slot(signal.slot(), std::forward<decltype(h)>(h)); });
+  signal.emit(asio::cancellation_type::terminal);
+  t.runner.run_for(1ms);
+  REQUIRE(t.results[1]);
+  CHECK(t.results[1]->reason == stop_reason::cancelled);
+  CHECK(t.results[1]->attempts == 0);
+  CHECK(t.completed_at[1] == 0ms);
+  CHECK(t.limit.waiting() == 0);
+  CHECK(waiting.calls == 0);
+  t.runner.run();
+  REQUIRE(t.results[0]);
+  CHECK(t.results[0]->reason == stop_reason::succeeded);
+  CHECK(t.limit.in_flight() == 0);
+}
+
 TEST_CASE("limit engine: a hedge is sent only on a spare permit, and never waits for one") {
   limited_run t(fixed_limit(1, 50ms));
   coretry::policy p = limited_policy();

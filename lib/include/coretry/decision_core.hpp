@@ -22,9 +22,10 @@ struct decision {
   /// wait_permit: the concurrency limit has no permit free now; wait for
   /// one at most `wait` (concurrency_limit::wait), then tell the core
   /// permit_granted() or permit_refused().
-  /// wind_down: an attempt's end decided the operation while others still
-  /// run: send them terminal cancellation; the operation stops with
-  /// `reason` once the last has ended (stopping()).
+  /// wind_down: send the attempts still running terminal cancellation.
+  /// After an attempt's end decided the operation, it stops with `reason`
+  /// once the last has ended (stopping()); after the caller's cancellation,
+  /// as the first of them to end decides (one that succeeds stands).
   /// hedge: an attempt failed while others still run: the next hedge is
   /// due now (ask next_hedge()).
   /// none: nothing to do until the attempts still running end.
@@ -33,7 +34,10 @@ struct decision {
   duration allowance{};              ///< start_attempt: the attempt's deadline, from now
   duration wait{};                   ///< sleep: how long
   wait_source source = wait_source::none; ///< sleep: why that long
-  stop_reason reason = stop_reason::succeeded; ///< stop: why
+  stop_reason reason = stop_reason::succeeded; ///< stop, wind_down: why
+  /// start_attempt: the gate's probe ticket the attempt carries (0: none),
+  /// handed back in its attempt_end.
+  std::uint64_t probe = 0;
 
   static decision start_attempt(duration allowance) noexcept { return {action::start_attempt, allowance}; }
   static decision sleep(duration wait, wait_source source) noexcept {
@@ -60,6 +64,25 @@ struct decision {
 /// certificate refused, a connection found closed).
 limit_signal limit_signal_of(const verdict& v, bool timed_out, bool abandoned, bool cut_short = false) noexcept;
 
+/// An attempt's end, as the asynchronous layer saw it (attempt_finished,
+/// attempt_abandoned, attempt_threw).
+struct attempt_end {
+  duration elapsed{};          ///< when it ended, from the operation's start
+  duration started{};          ///< when it started, from the operation's start
+  duration allowance{};        ///< the allowance it started with
+  std::uint64_t probe = 0;     ///< the probe ticket its start carried (decision::probe, hedge_decision::probe)
+  unsigned still_running = 0;  ///< the operation's other attempts not ended yet
+  bool timed_out = false;      ///< its own deadline ended it
+  bool caller_cancelled = false; ///< the caller had asked to cancel by then (told or not with caller_cancelled)
+  /// The classifier's verdict; attempt_finished replaces it with what the
+  /// attempt counts as (a failure the caller's cancellation ended: permanent,
+  /// "cancelled", delivery unknown).
+  verdict classified;
+  /// Set by attempt_finished: the caller's cancellation ended the attempt;
+  /// it says nothing of the dependency (no latency sample, no gate result).
+  bool abandoned = false;
+};
+
 /// What to do about a hedge (policy::hedging): a backup attempt sent while
 /// others are still running.
 struct hedge_decision {
@@ -74,7 +97,7 @@ struct hedge_decision {
   action what = action::none;
   duration allowance{}; ///< send: the hedge's deadline, from now
   duration at{};        ///< wait: the instant to ask again, from the operation's start
-  std::uint64_t probe = 0; ///< send: a probe ticket the gate wants back (probe_over) when the hedge ends
+  std::uint64_t probe = 0; ///< send: a probe ticket the gate wants back when the hedge ends (attempt_end::probe)
 };
 
 /// The backoff window for retry `retry_index` (0 is the first retry):
@@ -102,11 +125,15 @@ std::optional<duration> observed_hedge_delay(const hedging_policy& h, const late
 /// with instants `origin + elapsed` (origin: the operation's start on the
 /// clock the gate's callers share, given to begin()).
 ///
-/// Protocol: begin() once; after an attempt, attempt_finished() (with the
-/// number of attempts still running, for hedging) or attempt_cancelled();
-/// after a sleep, sleep_finished(); after wait_permit, permit_granted() or
-/// permit_refused(); when a hedge may be due, next_hedge(). Every call
-/// answers the next step. Once a stop is answered the operation is over.
+/// Protocol: events in, the next step out. begin() once; an attempt's end is
+/// attempt_finished(), or attempt_abandoned() once the operation is
+/// stopping(), or attempt_threw() when user code threw; after a sleep,
+/// sleep_finished(); after wait_permit, permit_granted() or permit_refused();
+/// the caller's cancellation, caller_cancelled(); when a hedge may be due,
+/// next_hedge(). Each answers what to carry out; the rules they share are
+/// the core's own (private), so each rule is in one place. The permits and
+/// probe tickets an attempt holds go back through its end's event. Once a
+/// stop is answered the operation is over.
 class decision_core {
 public:
   /// What a policy with hedging or an observed attempt limit needs beyond
@@ -146,25 +173,46 @@ public:
   /// `observed` is the latency tracker's snapshot now, for a policy with an
   /// observed limit (none: the limit is the ceiling, as in the warm-up).
   decision begin(duration origin = duration::zero(), const latency_snapshot* observed = nullptr);
-  /// An attempt finished `elapsed` after the start, classified as `v`;
-  /// `safety` says whether the operation as a whole may be repeated;
-  /// `still_running` attempts (hedges) have not ended. Tells the gate the
-  /// attempt's result (every attempt, the first included). One rule set,
-  /// whether others run or not: success, a permanent failure and a
-  /// transient failure that may not be repeated stop the operation (with
-  /// others running: wind_down, and the stop once they have ended). A
-  /// transient failure otherwise: with others running, the next hedge at
-  /// once (hedge); else a retry after the backoff (sleep), or a stop when
-  /// none is possible: budget_exhausted, rather than sleeping, when the
-  /// budget has no token for the retry now.
-  decision attempt_finished(duration elapsed, const verdict& v, repeat_safety safety, unsigned still_running = 0);
-  /// An attempt ended by the caller's cancellation (its result is not
-  /// told to the gate): a stop, cancelled, or with `still_running` others
-  /// (cancelled already) none, and the stop once the last has ended.
-  decision attempt_cancelled(unsigned still_running);
-  /// Decided while attempts were still running (wind_down, or a
-  /// cancellation): the reason the operation stops with once the last has
-  /// ended; nothing new is started meanwhile.
+  /// An attempt ended: gives back its probe ticket and its permit (telling
+  /// the limit limit_signal_of its verdict), tells the gate its result
+  /// (every attempt, the first included) and answers the next step. A
+  /// failure after the caller's cancellation (e.caller_cancelled, or told
+  /// with caller_cancelled) counts as cancelled (e.classified is replaced,
+  /// e.abandoned set, nothing told to the gate): a stop, cancelled, or with
+  /// others still running none, and the stop once the last has ended. One
+  /// rule set otherwise, whether others run or not: success, a permanent
+  /// failure and a transient failure that may not be repeated stop the
+  /// operation (with others running: wind_down, and the stop once they
+  /// have ended). A transient failure otherwise: with others running, the
+  /// next hedge at once (hedge); else a retry after the backoff (sleep), or
+  /// a stop when none is possible: budget_exhausted, rather than sleeping,
+  /// when the budget has no token for the retry now. `safety` says whether
+  /// the operation as a whole may be repeated.
+  decision attempt_finished(attempt_end& e, repeat_safety safety);
+  /// An attempt that ended once the operation was stopping() (a hedge that
+  /// lost, one wound down), or that never ended (its operation destroyed
+  /// unrun): its probe ticket and permit go back, the limit and the gate are
+  /// told nothing. The stop decided, once it was the last; else none.
+  decision attempt_abandoned(const attempt_end& e);
+  /// User code threw for an attempt (its factory, before it started, or
+  /// its operation or classifier): its probe ticket and permit go back,
+  /// the limit and the gate are told nothing, and the operation is over
+  /// (the layer delivers the exception): wind_down with others running
+  /// (stopping() rejected), else a stop, rejected.
+  decision attempt_threw(const attempt_end& e);
+  /// The caller cancelled at `elapsed`, with `running` attempts whose end
+  /// has not been told. While a permit is awaited: none, and the wait's
+  /// end (permit_granted or permit_refused) answers the stop. With
+  /// attempts running: wind_down (with the stop already decided, else
+  /// cancelled, and attempt_finished decides as the first of them ends).
+  /// Else a stop, cancelled (none once stopping()): a permit and a probe
+  /// ticket the core held for an attempt not started yet go back.
+  decision caller_cancelled(duration elapsed, unsigned running);
+  /// Whether the caller's cancellation has been told.
+  bool cancelled() const noexcept { return cancelled_; }
+  /// Decided while attempts were still running (wind_down): the reason the
+  /// operation stops with once the last has ended; nothing new is started
+  /// meanwhile.
   std::optional<stop_reason> stopping() const noexcept { return stopping_; }
   /// A sleep finished: re-checks the remaining time, asks the gate, and takes
   /// a budget token. The gate's wait_until(T) becomes a sleep until T
@@ -178,35 +226,31 @@ public:
 
   /// After wait_permit: a permit was granted at `elapsed` (the core holds
   /// it for the attempt). Checks the remaining time and the budget again,
-  /// as begin() or sleep_finished() would have; a stop gives the permit back.
+  /// as begin() or sleep_finished() would have; a stop gives the permit back
+  /// (cancelled, when the caller has cancelled meanwhile).
   decision permit_granted(duration elapsed, const latency_snapshot* observed = nullptr);
   /// After wait_permit: no permit came (the queue was full, or the wait
-  /// ended). A stop, concurrency_limited; a probe the gate admitted is given
-  /// back; nothing else is told (no budget deposit or token, no gate result).
+  /// ended). A stop, concurrency_limited (cancelled, when the caller has
+  /// cancelled meanwhile); a probe the gate admitted is given back; nothing
+  /// else is told (no budget deposit or token, no gate result).
   decision permit_refused();
-  /// An attempt that held a permit is over at `elapsed` (its operation has
-  /// completed, cancellation included), `latency` after it started: gives
-  /// the permit back, telling the limit `signal` (limit_signal_of).
-  void permit_over(duration elapsed, duration latency, limit_signal signal) noexcept;
+  /// wait_permit was answered, and neither permit_granted() nor
+  /// permit_refused() told since: the operation is in the limit's queue (or
+  /// a permit is on its way to it).
+  bool waiting_for_permit() const noexcept { return permit_for_ != awaiting::nothing; }
   /// The attempt the core answered start_attempt (or a hedge's send) for is
-  /// running: its permit is now its own, given back with permit_over when it
-  /// ends. Until then the core holds it, and gives it back when the attempt
-  /// is never started (attempt_not_started, or the core's destruction).
+  /// running: its permit is now its own, given back by its end's event.
+  /// Until then the core holds it, and gives it back when the attempt is
+  /// never started (attempt_threw, caller_cancelled, or the core's
+  /// destruction).
   void attempt_started() noexcept { permit_held_ = false; }
-  /// The attempt answered for was not started (its factory threw, the
-  /// caller cancelled first): its permit goes back.
-  void attempt_not_started(duration elapsed) noexcept;
-  /// The caller cancelled while the operation waited for a permit:
-  /// `granted` says whether one had been handed over (it goes back). A
-  /// probe the gate admitted goes back too.
-  void permit_wait_cancelled(duration elapsed, bool granted) noexcept;
 
   /// Hedging. The next hedge at `elapsed`, with `in_flight` attempts
   /// running: due `hedging.delay` after the latest attempt started, or at
   /// once after attempt_finished answered hedge (an attempt failed
   /// transiently while others run, until a hedge is sent or refused); never
   /// before a server's delay has passed (hedge_hold()). None once the
-  /// operation is stopping().
+  /// operation is stopping() or the caller has cancelled.
   /// With hedging.delay_percentile the delay is observed_hedge_delay() of
   /// `hedge_observed` (the tracker's snapshot for that percentile) and the
   /// latest attempt's limit, and nothing is due on a delay while it is empty.
@@ -220,12 +264,6 @@ public:
   /// The concurrency limit, or null.
   concurrency_limit* limit() const noexcept { return permits_; }
 
-  /// Takes the probe ticket of the attempt just started (0: none), so that it
-  /// is given back when that attempt ends (probe_over) rather than when the
-  /// next attempt of the operation finishes: for attempts that overlap.
-  std::uint64_t take_probe() noexcept { return std::exchange(probe_, 0); }
-  /// Tells the gate a probe taken with take_probe() is over.
-  void probe_over(std::uint64_t ticket) noexcept;
   /// The hedging delay in force: the policy's fixed delay, or with
   /// hedging.delay_percentile the latest one next_hedge observed (zero before any).
   duration hedge_delay() const noexcept { return ext_ ? ext_->hedge_delay : duration::zero(); }
@@ -266,11 +304,17 @@ private:
   /// reserve, saturating (duration::max() when there is no overall deadline).
   duration usable_after(duration elapsed) const noexcept;
   decision start_if_useful(duration elapsed, const latency_snapshot* observed);
+  /// Gives back the probe ticket and the permit of the attempt that ended
+  /// with `e` (its permit telling the limit `signal`; one never started
+  /// gives back the permit the core held).
+  void give_back(const attempt_end& e, limit_signal signal) noexcept;
   /// The gate's answer for a retry at `elapsed`: start (nothing to do), a
   /// sleep until the reserved slot, or a stop.
   std::optional<decision> hold_at_gate(duration elapsed);
   /// Tells the gate the probe it admitted is over (once).
   void end_probe() noexcept;
+  /// Tells the gate a probe ticket handed out with an attempt is over.
+  void probe_over(std::uint64_t ticket) noexcept;
   /// The last instant a gate's wait may end at, for a question at `now` (as the gate sees time).
   duration latest_gate_instant(duration now) const noexcept;
   /// Notes a server's delay: no hedge before elapsed + delay.
@@ -303,7 +347,7 @@ private:
   concurrency_limit* permits_;
   duration origin_{};
   gate_decision held_{}; // the gate's last wait, presented when asking again (when has_held_)
-  std::uint64_t probe_ = 0;           // the probe ticket of the attempt under way, or 0
+  std::uint64_t probe_ = 0; // the probe ticket of the attempt admitted, until its start decision carries it
   unsigned attempts_ = 0;
   duration limit_{};
   duration previous_wait_{}; // decorrelated jitter draws from it
@@ -313,6 +357,7 @@ private:
   bool permit_held_ = false; // a permit for an attempt answered for and not yet started
   bool has_held_ = false;    // held_ is a wait the gate gave
   bool hedge_at_once_ = false; // an attempt failed while others run: the next hedge is due now
+  bool cancelled_ = false;     // the caller cancelled
   std::optional<stop_reason> stopping_; // decided while attempts ran: the stop once they have ended
   bool owns_ext_ = false;    // ext_ was allocated by the core
 };

@@ -214,22 +214,16 @@ private:
   boost::asio::cancellation_slot inner_slot(std::size_t) noexcept { return signal_.slot(); }
   const handler_allocator& allocator() const noexcept { return alloc_; }
 
-  void add_ref() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
-  // A reference for an emission of the caller's, unless the runner is
-  // already being freed.
-  bool try_add_ref() noexcept {
-    int n = references_.load(std::memory_order_relaxed);
-    while (n > 0)
-      if (references_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
-    return false;
-  }
+  void add_ref() noexcept { references_.add(); }
+  // A reference for an emission of the caller's, unless it is already being freed.
+  bool try_add_ref() noexcept { return references_.try_add(); }
   // The last reference frees the runner, then (when it was given back by a
   // handler that ran, and the attempt is over) calls the caller's handler:
   // no handler of the runner is left anywhere when the caller goes on. A
   // handler that throws throws out of here, to whoever ran the last one.
   // `post`: never call the handler in place (launch's reference).
   void release(bool ran, bool post = false) {
-    if (references_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (!references_.drop()) return;
     own_allocator<> alloc(alloc_);
     // The handler goes last, after the runner's block is freed with an
     // allocator copied from it (which may refer to memory it owns).
@@ -258,7 +252,6 @@ private:
     else
       boost::asio::dispatch(std::move(completion));
   }
-
 
   // The caller's emission (caller_link), on the caller's executor. Any
   // cancellation the caller sends becomes terminal for the attempt: the
@@ -414,7 +407,7 @@ private:
   caller_link<attempt_runner> caller_; ///< the handler in the caller's cancellation slot
   [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
   attempt_completion<T> result_;
-  std::atomic<int> references_{0};
+  reference_count references_;
   unsigned generation_ = 0; ///< of the deadline queued last
   unsigned repeats_ = 0;    ///< cancellations sent again after the first
   int callout_ = 0;         ///< inside a call that may complete the operation

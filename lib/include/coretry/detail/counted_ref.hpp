@@ -6,10 +6,31 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <utility>
 
 namespace coretry::detail {
+
+/// The count of an owner's references, taken and given back from any
+/// thread: `add_ref()`, `try_add_ref()` and the test in `release()` of an
+/// owner of counted_ref.
+class reference_count {
+public:
+  void add() noexcept { n_.fetch_add(1, std::memory_order_relaxed); }
+  /// A reference more, unless the owner is already being freed (none left).
+  bool try_add() noexcept {
+    int n = n_.load(std::memory_order_relaxed);
+    while (n > 0)
+      if (n_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+    return false;
+  }
+  /// One fewer: true when it was the last.
+  bool drop() noexcept { return n_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+private:
+  std::atomic<int> n_{0};
+};
 
 /// A counted reference to an object with `add_ref()` and
 /// `release(bool ran, How...)`: move-only, released on destruction, so that a

@@ -65,11 +65,17 @@ boost::asio::execution_context& context_of(const Executor& ex) {
 /// operation), else the I/O executor when that is serial, else a new strand
 /// of it. Steps never run on another context than the I/O's: an io_context
 /// destroyed with the operation pending destroys every step still queued,
-/// and none is left to run later against its dead services.
+/// and none is left to run later against its dead services. `is_handlers`,
+/// when given, is set to whether it is the handler's own executor.
 template <class HandlerExecutor, class Executor>
-boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handler_ex, const Executor& io_ex) {
+boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handler_ex, const Executor& io_ex,
+                                                   bool* is_handlers = nullptr) {
+  if (is_handlers) *is_handlers = false;
   if constexpr (std::is_convertible_v<HandlerExecutor, boost::asio::any_io_executor>)
-    if (is_serial_executor(handler_ex) && &context_of(handler_ex) == &context_of(io_ex)) return handler_ex;
+    if (is_serial_executor(handler_ex) && &context_of(handler_ex) == &context_of(io_ex)) {
+      if (is_handlers) *is_handlers = true;
+      return handler_ex;
+    }
   if (is_serial_executor(io_ex)) return io_ex;
   if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
     // A strand of the io_context's own executor fits inside an

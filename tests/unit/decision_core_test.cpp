@@ -565,7 +565,11 @@ TEST_CASE("core: a probe ticket goes out with the attempt's start and comes back
   SUBCASE("cancelled") {
     e.caller_cancelled = true;
     e.classified = timed_out;
-    core.attempt_finished(e, idempotent);
+    // Nothing else runs: the caller's cancellation is the stop.
+    const decision stop = core.attempt_finished(e, idempotent);
+    CHECK(stop.what == decision::action::stop);
+    CHECK(stop.reason == stop_reason::cancelled);
+    CHECK(e.abandoned);
   }
   CHECK(gate.open.empty());
 }
@@ -600,4 +604,45 @@ TEST_CASE("core: user code that threw ends the operation, and what its attempt h
     CHECK(d.reason == stop_reason::rejected);
     CHECK(limit.in_flight() == 0);
   }
+}
+
+TEST_CASE("core: what an attempt's end tells the concurrency limit: a timeout with the whole attempt limit is a drop, one cut short or cancelled is not") {
+  // An adaptive limit that judges a window of one end: a drop recorded in
+  // the window lowers the limit when the next end closes it; an end the
+  // limit is not told of leaves the window open and the limit as it was.
+  coretry::concurrency_limit::options o;
+  o.initial_limit = 20;
+  o.window = ms(1);
+  o.min_window_samples = 1;
+  coretry::concurrency_limit limit(o);
+  REQUIRE(limit.try_acquire()); // the first end opens the first window (to 1 ms)
+  limit.release(ms(0), ms(1), coretry::limit_signal::ignored);
+  coretry::testing::scripted_random draws{0.5};
+  coretry::decision_core core(coretry::policy{}, draws, nullptr, nullptr, &limit);
+  REQUIRE(core.begin().what == decision::action::start_attempt);
+  core.attempt_started();
+  REQUIRE(limit.in_flight() == 1);
+  coretry::attempt_end e = end_at(ms(250));
+  e.timed_out = true;
+  e.classified = timed_out;
+  unsigned expected = 20;
+  SUBCASE("its own deadline, with the whole attempt limit: a drop") {
+    e.allowance = ms(250);
+    core.attempt_finished(e, idempotent);
+    expected = 18;
+  }
+  SUBCASE("the overall deadline, with less than the attempt limit: not told") {
+    e.allowance = ms(200);
+    core.attempt_finished(e, idempotent);
+  }
+  SUBCASE("ended by the caller's cancellation: not told") {
+    e.allowance = ms(250);
+    e.caller_cancelled = true;
+    core.attempt_finished(e, idempotent);
+    CHECK(e.abandoned);
+  }
+  CHECK(limit.in_flight() == 0);
+  REQUIRE(limit.try_acquire()); // the next end closes the window if it holds an end
+  limit.release(ms(260), ms(1), coretry::limit_signal::ignored);
+  CHECK(limit.limit() == expected);
 }

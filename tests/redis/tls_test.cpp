@@ -133,6 +133,10 @@ TEST_CASE("redis: TLS files that cannot serve are refused when the shared_state 
   const std::string mismatch = refused(o);
   CHECK(mismatch.find(server->client_key_file()) != std::string::npos);
   CHECK(mismatch.find("the certificate '" + server->ca_file() + "'") != std::string::npos);
+  // A plain server takes no TLS setting, a key's password included.
+  o = fleet_options(server->port(), "careful");
+  o.tls.key_password = "secret";
+  CHECK(refused(o).find("TLS files are for a rediss:// server") != std::string::npos);
   o = fleet_options(*server, "careful", false);
   o.tls.ca_file = server->ca_file();
   CHECK(refused(o).find("rediss://") != std::string::npos);

@@ -355,7 +355,8 @@ shared_state::shared_state(asio::any_io_executor ex, options opts) {
   } catch (const std::invalid_argument& e) {
     check(false, e.what());
   }
-  check(opts.server.tls || (opts.tls.ca_file.empty() && opts.tls.cert_file.empty() && opts.tls.key_file.empty()),
+  check(opts.server.tls || (opts.tls.ca_file.empty() && opts.tls.cert_file.empty() && opts.tls.key_file.empty() &&
+                            opts.tls.key_password.empty()),
         "TLS files are for a rediss:// server");
   // As redis-cli's --cert and --key: a certificate comes with its key file.
   if (!opts.tls.cert_file.empty() && opts.tls.key_file.empty())

@@ -17,7 +17,9 @@ struct tls_files {
   /// A PEM client certificate (chain), presented when the server asks for
   /// one; empty: none.
   std::string cert_file;
-  /// The client certificate's private key (PEM); empty: it is in cert_file.
+  /// The client certificate's private key (PEM); empty: it is in cert_file
+  /// (the HTTP client), or refused with a cert_file (the Redis reconciler,
+  /// as redis-cli's --cert and --key: a certificate comes with its key file).
   std::string key_file;
   /// The key's password when it is encrypted; empty: none.
   std::string key_password;

@@ -156,6 +156,8 @@ private:
     return step_handler<Step>{ref::adopt(this), std::move(step)};
   }
 
+  // async_retry has checked `p` (retry_setup_problem): the core does not
+  // check it again.
   retry_op(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p, const retry_options& o,
            Factory&& factory, Classifier&& classify, const handler_allocator& alloc, const block_layout& layout)
       : handler_(std::move(handler)),
@@ -166,7 +168,8 @@ private:
         observer_(o.observer),
         operation_(o.operation),
         cancellation_repeat_(o.cancellation_repeat),
-        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate, o.limit,
+        core_(decision_core::checked_policy{}, p, o.random ? *o.random : independent_random::instance(), o.budget,
+              o.gate, o.limit,
               layout.extension != 0 ? reinterpret_cast<unsigned char*>(this) + layout.extension : nullptr),
         factory_(std::move(factory)),
         classify_(std::move(classify)),

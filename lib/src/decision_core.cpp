@@ -16,6 +16,11 @@ duration draw_up_to(random_source& random, duration max_inclusive) {
   return duration(static_cast<duration::rep>(random.uniform(static_cast<std::uint64_t>(max_inclusive.count()))));
 }
 
+const policy& validated(const policy& p) {
+  if (auto problem = p.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
+  return p;
+}
+
 } // namespace
 
 duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noexcept {
@@ -28,13 +33,16 @@ duration backoff_window(const backoff_policy& backoff, unsigned retry_index) noe
 
 decision_core::decision_core(const coretry::policy& p, random_source& random, retry_budget* budget,
                              retry_gate* gate, concurrency_limit* limit, void* storage)
+    : decision_core(checked_policy{}, validated(p), random, budget, gate, limit, storage) {}
+
+decision_core::decision_core(checked_policy, const coretry::policy& p, random_source& random,
+                             retry_budget* budget, retry_gate* gate, concurrency_limit* limit, void* storage)
     : overall_deadline_(p.overall_deadline), attempt_limit_(p.attempt_limit),
       min_attempt_allowance_(p.min_attempt_allowance), completion_reserve_(p.completion_reserve),
       server_delay_spread_(p.server_delay_spread), timer_slack_(p.timer_slack),
       initial_window_(p.backoff.initial_window), max_window_(p.backoff.max_window), backoff_floor_(p.backoff.floor),
       multiplier_(p.backoff.multiplier), max_attempts_(p.max_attempts), jitter_(p.backoff.jitter), random_(&random),
       budget_(budget), gate_(gate), permits_(limit) {
-  if (auto problem = p.validate()) throw std::invalid_argument("coretry::policy: " + *problem);
   if (!needs_extension(p)) return;
   const extension e{p.hedging, p.observed, p.hedging.delay_percentile ? duration::zero() : p.hedging.delay, {}};
   if (storage) {

@@ -17,6 +17,11 @@
 
 namespace coretry {
 
+namespace detail {
+template <class Timer, class Factory, class Classifier, class T, class Handler>
+class retry_op;
+} // namespace detail
+
 /// One step the asynchronous layer must carry out.
 struct decision {
   /// wait_permit: the concurrency limit has no permit free now; wait for
@@ -292,6 +297,14 @@ public:
   duration origin() const noexcept { return origin_; }
 
 private:
+  // async_retry's operation: retry_setup_problem checked its policy before
+  // the operation was started, so its core does not check it again.
+  template <class, class, class, class, class>
+  friend class detail::retry_op;
+  struct checked_policy {};
+  decision_core(checked_policy, const coretry::policy& p, random_source& random, retry_budget* budget,
+                retry_gate* gate, concurrency_limit* limit, void* storage);
+
   /// The stop an attempt's verdict decides by itself, if any.
   static std::optional<stop_reason> verdict_stop(const verdict& v, repeat_safety safety) noexcept;
   /// The retry after a transient failure of the last attempt running.

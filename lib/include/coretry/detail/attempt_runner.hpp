@@ -198,7 +198,7 @@ private:
     // on which work is counted until then.
     const handler_executor handler_ex = boost::asio::get_associated_executor(handler_, executor_);
     if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
-      if (boost::asio::any_io_executor(handler_ex) == executor_) return;
+      if (static_cast<const boost::asio::any_io_executor&>(handler_ex) == executor_) return; // no copy of one
     work_.emplace(handler_ex);
   }
 

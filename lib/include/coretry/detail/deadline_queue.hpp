@@ -48,6 +48,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace coretry::detail {
@@ -352,7 +353,10 @@ template <class Timer, class Executor>
 deadline_queue<Timer>& deadline_queue_of(const Executor& ex) {
   auto& queue =
       boost::asio::use_service<deadline_queue<Timer>>(boost::asio::query(ex, boost::asio::execution::context));
-  queue.bind(boost::asio::any_io_executor(ex));
+  if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
+    queue.bind(ex); // no copy: bind has nothing to do but once
+  else
+    queue.bind(boost::asio::any_io_executor(ex));
   return queue;
 }
 

@@ -71,6 +71,23 @@ template <class HandlerExecutor, class Executor>
 boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handler_ex, const Executor& io_ex,
                                                    bool* is_handlers = nullptr) {
   if (is_handlers) *is_handlers = false;
+  if constexpr (std::is_same_v<HandlerExecutor, boost::asio::any_io_executor> &&
+                std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    // The commonest case: both an io_context's executor. The same choice as
+    // below, without the type-erased queries of their contexts.
+    using io_executor = boost::asio::io_context::executor_type;
+    const auto* handlers = handler_ex.template target<io_executor>();
+    const auto* io = handlers ? io_ex.template target<io_executor>() : nullptr;
+    if (io) {
+      const bool serial = is_single_threaded(io->context());
+      if (&handlers->context() == &io->context() && serial) {
+        if (is_handlers) *is_handlers = true;
+        return handler_ex;
+      }
+      if (serial) return io_ex;
+      return boost::asio::make_strand(*io);
+    }
+  }
   if constexpr (std::is_convertible_v<HandlerExecutor, boost::asio::any_io_executor>)
     if (is_serial_executor(handler_ex) && &context_of(handler_ex) == &context_of(io_ex)) {
       if (is_handlers) *is_handlers = true;

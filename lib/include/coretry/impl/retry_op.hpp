@@ -72,11 +72,13 @@ public:
                   alignof(decision_core::extension) <= alignof(retry_op));
     const block_layout layout =
         layout_of(p.hedging.max_hedges > 0, decision_core::needs_extension(p), o.limit != nullptr);
+    const handler_executor handler_ex(boost::asio::get_associated_executor(handler, ex));
     own_allocator<> alloc(handler_alloc);
     unit<>* block = std::allocator_traits<own_allocator<>>::allocate(alloc, layout.units);
     retry_op* op = reinterpret_cast<retry_op*>(block);
     try {
-      ::new (op) retry_op(std::move(handler), ex, p, o, std::move(factory), std::move(classify), handler_alloc, layout);
+      ::new (op) retry_op(std::move(handler), handler_ex, ex, p, o, std::move(factory), std::move(classify),
+                          handler_alloc, layout);
     } catch (...) {
       std::allocator_traits<own_allocator<>>::deallocate(alloc, block, layout.units);
       throw;
@@ -156,17 +158,22 @@ private:
     return step_handler<Step>{ref::adopt(this), std::move(step)};
   }
 
-  retry_op(Handler&& handler, const boost::asio::any_io_executor& ex, const policy& p, const retry_options& o,
-           Factory&& factory, Classifier&& classify, const handler_allocator& alloc, const block_layout& layout)
+  // `handler_ex`: the handler's associated executor (`ex` when it has none).
+  // async_retry has checked `p` (retry_setup_problem): the core does not
+  // check it again.
+  retry_op(Handler&& handler, const handler_executor& handler_ex, const boost::asio::any_io_executor& ex,
+           const policy& p, const retry_options& o, Factory&& factory, Classifier&& classify,
+           const handler_allocator& alloc, const block_layout& layout)
       : handler_(std::move(handler)),
-        work_(boost::asio::get_associated_executor(handler_, ex)),
-        strand_(make_operation_strand(boost::asio::get_associated_executor(handler_, ex), ex, &clear_in_place_)),
+        work_(handler_ex),
+        strand_(make_operation_strand(handler_ex, ex, &clear_in_place_)),
         deadlines_(deadline_queue_of<Timer>(ex)),
         tracker_(o.tracker),
         observer_(o.observer),
         operation_(o.operation),
         cancellation_repeat_(o.cancellation_repeat),
-        core_(p, o.random ? *o.random : independent_random::instance(), o.budget, o.gate, o.limit,
+        core_(decision_core::checked_policy{}, p, o.random ? *o.random : independent_random::instance(), o.budget,
+              o.gate, o.limit,
               layout.extension != 0 ? reinterpret_cast<unsigned char*>(this) + layout.extension : nullptr),
         factory_(std::move(factory)),
         classify_(std::move(classify)),

@@ -111,6 +111,21 @@ struct limited_run {
   }
 };
 
+/// One permit: an operation that holds it 20 ms, then one started behind
+/// it that the caller can cancel (`signal`). Both are started from outside
+/// the context, so each first step is queued.
+struct one_waiting_behind_slow {
+  limited_run t{fixed_limit(1, 50ms)};
+  fake_dependency slow{{{20ms}}};
+  fake_dependency waiting{{{1ms}}};
+  asio::cancellation_signal signal;
+  one_waiting_behind_slow() {
+    t.start(limited_policy(), slow.factory());
+    t.start_with(limited_policy(), waiting.factory(),
+                 [&](auto&& h) { return asio::bind_cancellation_slot(signal.slot(), std::forward<decltype(h)>(h)); });
+  }
+};
+
 } // namespace
 
 TEST_CASE("limit engine: an attempt with no permit free waits for one, and starts when it is given back") {
@@ -235,13 +250,8 @@ TEST_CASE("limit engine: a permit is held until a cancelled attempt's operation 
 }
 
 TEST_CASE("limit engine: the caller's cancellation ends a wait for a permit at once") {
-  limited_run t(fixed_limit(1, 50ms));
-  fake_dependency slow({{20ms}});
-  fake_dependency waiting({{1ms}});
-  asio::cancellation_signal signal;
-  t.start(limited_policy(), slow.factory());
-  t.start_with(limited_policy(), waiting.factory(),
-               [&](auto&& h) { return asio::bind_cancellation_slot(signal.slot(), std::forward<decltype(h)>(h)); });
+  one_waiting_behind_slow run;
+  auto& [t, slow, waiting, signal] = run;
   t.runner.run_for(4ms);
   CHECK(t.limit.waiting() == 1);
   signal.emit(asio::cancellation_type::terminal);
@@ -256,16 +266,10 @@ TEST_CASE("limit engine: the caller's cancellation ends a wait for a permit at o
 }
 
 TEST_CASE("limit engine: the caller's cancellation before the first step, with no permit free, stops without waiting") {
-  limited_run t(fixed_limit(1, 50ms));
-  fake_dependency slow({{20ms}});
-  fake_dependency waiting({{1ms}});
-  asio::cancellation_signal signal;
-  // Started from outside the context: each first step is queued; the second
-  // operation's first answer is a wait for a permit, not begun yet when the
-  // cancellation comes.
-  t.start(limited_policy(), slow.factory());
-  t.start_with(limited_policy(), waiting.factory(),
-               [&](auto&& h) { return asio::bind_cancellation_slot(signal.slot(), std::forward<decltype(h)>(h)); });
+  // The second operation's first answer is a wait for a permit, not begun
+  // yet when the cancellation comes.
+  one_waiting_behind_slow run;
+  auto& [t, slow, waiting, signal] = run;
   signal.emit(asio::cancellation_type::terminal);
   t.runner.run_for(1ms);
   REQUIRE(t.results[1]);

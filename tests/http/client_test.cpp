@@ -157,6 +157,22 @@ TEST_CASE_FIXTURE(server_and_harness,
   CHECK(body_of(base + "?body=three") == "three");
 }
 
+TEST_CASE("a request's shared controls reach the engine: a negative cancellation_repeat is refused by name") {
+  asio::io_context io;
+  coretry::http::client c(io.get_executor());
+  coretry::http::request req(beast_http::verb::get, "", 11);
+  auto ignore = [](std::exception_ptr, coretry::http::result) {};
+  coretry::http::request_options options;
+  options.cancellation_repeat = -1ms;
+  CHECK_THROWS_WITH_AS(c.async_send("http://127.0.0.1:9/", req, options, ignore),
+                       doctest::Contains("cancellation_repeat"), std::invalid_argument);
+  options.redirects.follow = true;
+  CHECK_THROWS_WITH_AS(c.async_send("http://127.0.0.1:9/", req, options, ignore),
+                       doctest::Contains("cancellation_repeat"), std::invalid_argument);
+  io.run();
+  CHECK(c.stats().open == 0);
+}
+
 TEST_CASE_FIXTURE(server_and_harness, "502 then 200, and no connection is leased during a backoff sleep") {
   const auto r = h.send(beast_http::verb::get, server->base_url() + "/seq/a?steps=502,200", h.with_policy());
   CHECK(r.reason == stop_reason::succeeded);

@@ -714,6 +714,18 @@ TEST_CASE("an invalid policy is refused before anything starts, naming the probl
   CHECK(dependency.calls == 0);
 }
 
+TEST_CASE("a negative cancellation_repeat is refused before anything starts, by name") {
+  asio::io_context io;
+  coretry::retry_options options;
+  options.cancellation_repeat = -1ms;
+  fake_dependency dependency{{{0ms}}};
+  CHECK_THROWS_WITH_AS(coretry::async_retry<manual_timer>(io.get_executor(), coretry::policy{}, options,
+                                                          dependency.factory(), status_classifier{},
+                                                          [](std::exception_ptr, coretry::outcome<int>) {}),
+                       doctest::Contains("cancellation_repeat"), std::invalid_argument);
+  CHECK(dependency.calls == 0);
+}
+
 TEST_CASE("observer and counters see every event") {
   coretry::policy p;
   coretry::testing::scripted_random draws{0.4, 0.7};

@@ -124,13 +124,8 @@ client::prepared client::prepare_parts(detail::client_state& state, url_parts&& 
       coretry::detail::block_allocator<detail::prepared_request>(),
       detail::prepare_request(std::move(parts), std::move(req), options, std::move(proxy), std::move(names)));
   prepared p;
+  static_cast<retry_controls&>(p.retry) = options;
   p.retry.safety = request->safety;
-  p.retry.budget = options.budget;
-  p.retry.gate = options.gate;
-  p.retry.limit = options.limit;
-  p.retry.tracker = options.tracker;
-  p.retry.observer = options.observer;
-  p.retry.random = options.random;
   p.retry.operation = options.route;
   p.request = std::move(request);
   return p;

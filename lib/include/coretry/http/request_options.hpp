@@ -2,21 +2,17 @@
 #define CORETRY_HTTP_REQUEST_OPTIONS_HPP
 /// @file
 /// The settings of one request (request_options): its retry policy, the
-/// shared objects its attempts report to, and what the client does with its
-/// body and response.
+/// shared objects its attempts report to (retry_controls, as async_retry's
+/// retry_options has them), and what the client does with its body and
+/// response.
 
 #include <coretry/attempt.hpp>
-#include <coretry/budget.hpp>
-#include <coretry/concurrency_limit.hpp>
-#include <coretry/gate.hpp>
 #include <coretry/http/classify.hpp>
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/redirect.hpp>
-#include <coretry/latency_tracker.hpp>
-#include <coretry/observer.hpp>
 #include <coretry/phases.hpp>
 #include <coretry/policy.hpp>
-#include <coretry/random.hpp>
+#include <coretry/retry_options.hpp>
 
 #include <boost/beast/http/message.hpp>
 #include <boost/system/error_code.hpp>
@@ -30,8 +26,17 @@
 
 namespace coretry::http {
 
-/// Per-request settings.
-struct request_options {
+/// Per-request settings. The shared controls (budget, gate, tracker, limit,
+/// observer, random, cancellation_repeat) are retry_controls', as
+/// retry_options has them; what else async_retry takes the client derives
+/// from the request (whether it may be repeated: its method or its
+/// Idempotency-Key) and from `route` (the operation's name). With the HTTP
+/// client a `limit` permit is held until the attempt's exchange has ended,
+/// and none free (after a short wait) stops the request with
+/// stop_reason::concurrency_limited before anything is sent; the `tracker`
+/// is told every attempt's latency (an observed attempt limit,
+/// policy::observed, needs one).
+struct request_options : retry_controls {
   /// The retry policy, hedging included (policy::hedging): a hedge is an
   /// attempt of its own, on another connection of the pool (a new one when
   /// none is idle); a losing attempt is cancelled and its connection closed,
@@ -80,21 +85,9 @@ struct request_options {
   /// the time left for a downstream deadline (`context.deadline`). Header
   /// values it sets are checked for CR and LF like the caller's.
   std::function<void(request&, const attempt_context<std::chrono::steady_clock>& context)> decorate;
-  retry_budget* budget = nullptr;
-  /// As retry_options::gate: told every attempt's result, asked before every retry.
-  retry_gate* gate = nullptr;
-  /// As retry_options::limit: every attempt holds one of its permits until
-  /// its exchange has ended; none free (after a short wait) stops the
-  /// request with stop_reason::concurrency_limited, before anything is sent.
-  concurrency_limit* limit = nullptr;
-  /// As retry_options::tracker: told every attempt's latency, read for an
-  /// observed attempt limit (policy::observed, which needs one).
-  latency_tracker* tracker = nullptr;
-  retry_observer* observer = nullptr;
   /// Told each attempt's phase timings (exchange::phases) when its exchange
   /// ends, with this request's route.
   phase_observer* phases = nullptr;
-  random_source* random = nullptr;
   /// Following redirects (off by default): the rules and their defaults
   /// are redirect_options'. Each hop followed is in exchange::redirects.
   redirect_options redirects{};

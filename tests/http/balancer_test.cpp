@@ -172,6 +172,14 @@ TEST_CASE("balancer: power of two choices never takes the worse of its two") {
   }
   // The cheapest wins whenever drawn: two pairs in three.
   CHECK(best == doctest::Approx(2000).epsilon(0.05));
+  // Every pair as likely, whatever the slots' order: the cheapest last.
+  b.assign(3, start - 10s);
+  b.observe(0, 40ms, start);
+  b.observe(1, 20ms, start);
+  b.observe(2, 5ms, start);
+  unsigned last = 0;
+  for (int i = 0; i < 3000; ++i) last += b.pick(0b111, 0, start, draws) == std::optional<std::size_t>(2);
+  CHECK(last == doctest::Approx(2000).epsilon(0.05));
 }
 
 TEST_CASE("balancer: a slow address gets almost nothing in a steady state") {
@@ -262,7 +270,7 @@ TEST_CASE("balancer: one candidate is answered without a draw") {
   CHECK(draws.calls == 2);
 }
 
-TEST_CASE("balancer: a longer list is cut, and a relist keeps records") {
+TEST_CASE("balancer: a longer list is cut, a relist keeps records, a return forgets them") {
   balancer_type b;
   b.assign(100, start);
   CHECK(b.size() == 64);
@@ -279,4 +287,10 @@ TEST_CASE("balancer: a longer list is cut, and a relist keeps records") {
   CHECK(b.weight(0, start) == 1);
   CHECK(b.estimate(1, start) == ns(30ms));
   CHECK(b.weight(1, start) == doctest::Approx(0.1).epsilon(0.01));
+  // Back from an ejection: its estimate is forgotten, its requests in
+  // flight still count, and it starts slow.
+  b.returned(0, start + 1s);
+  CHECK(b.estimate(0, start + 1s) == ns(30ms));
+  CHECK(b.outstanding(0) == 1);
+  CHECK(b.weight(0, start + 1s) == doctest::Approx(0.1).epsilon(0.01));
 }

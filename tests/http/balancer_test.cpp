@@ -180,6 +180,15 @@ TEST_CASE("balancer: power of two choices never takes the worse of its two") {
   unsigned last = 0;
   for (int i = 0; i < 3000; ++i) last += b.pick(0b111, 0, start, draws) == std::optional<std::size_t>(2);
   CHECK(last == doctest::Approx(2000).epsilon(0.05));
+  // Samples of different ages: costs as decayed now. 10 ms five seconds
+  // old is 6.07 ms now, below a fresh 6.2 ms.
+  b.assign(2, start - 10s);
+  b.observe(0, 10ms, start);
+  b.observe(1, 6200us, start + 5s);
+  REQUIRE(b.cost(0, start + 5s) < b.cost(1, start + 5s));
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 5s, draws) == std::optional<std::size_t>(0));
+  REQUIRE(b.cost(0, start + 4s) > b.cost(1, start + 4s)); // a second earlier: 6.70 ms
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 4s, draws) == std::optional<std::size_t>(1));
 }
 
 TEST_CASE("balancer: a slow address gets almost nothing in a steady state") {

@@ -223,21 +223,28 @@ public:
     address_set in = candidates & in_use();
     if (in == 0) return std::nullopt;
     if (const address_set preferred = in & ~avoid; preferred != 0) in = preferred;
-    const int n = std::popcount(in);
-    if (n == 1) return static_cast<std::size_t>(std::countr_zero(in));
+    if ((in & (in - 1)) == 0) return static_cast<std::size_t>(std::countr_zero(in));
     std::size_t first = 0, second = 0;
     if (now >= slow_until_) {
       // Every weight is full: two distinct slots, uniformly.
+      const int n = std::popcount(in);
       const auto a = static_cast<int>(random.uniform(static_cast<std::uint64_t>(n - 1)));
       auto b = static_cast<int>(random.uniform(static_cast<std::uint64_t>(n - 2)));
       if (b >= a) ++b;
       first = nth_member(in, a);
       second = nth_member(in, b);
     } else {
-      first = weighted_draw(in, now, random);
-      second = weighted_draw(in & ~(address_set{1} << first), now, random);
+      // Each in proportion to its weight: the second among the others.
+      std::array<std::uint64_t, max_balanced_addresses> w;
+      std::uint64_t total = 0;
+      for (address_set s = in; s != 0; s &= s - 1) {
+        const auto i = static_cast<std::size_t>(std::countr_zero(s));
+        total += w[i] = weight_units(i, now);
+      }
+      first = weighted_member(in, w, random.uniform(total - 1));
+      second = weighted_member(in & ~(address_set{1} << first), w, random.uniform(total - w[first] - 1));
     }
-    return cost(second, now) < cost(first, now) ? second : first;
+    return cheaper(second, first, now) ? second : first;
   }
 
   const balancer_options& settings() const noexcept { return options_; }
@@ -294,18 +301,30 @@ private:
     return static_cast<std::size_t>(std::countr_zero(set));
   }
 
-  /// One member of `set` (not empty), each in proportion to its weight.
-  template <class Random>
-  std::size_t weighted_draw(address_set set, TimePoint now, Random& random) const {
-    std::uint64_t total = 0;
-    for (address_set s = set; s != 0; s &= s - 1) total += weight_units(static_cast<std::size_t>(std::countr_zero(s)), now);
-    std::uint64_t r = random.uniform(total - 1);
-    for (address_set s = set;; s &= s - 1) {
-      const auto i = static_cast<std::size_t>(std::countr_zero(s));
-      const std::uint64_t w = weight_units(i, now);
-      if (r < w || (s & (s - 1)) == 0) return i;
-      r -= w;
+  /// The member of `set` (not empty) at `r` (below the sum of the members'
+  /// weights `w`), the members laid end to end in slot order.
+  static std::size_t weighted_member(address_set set, const std::array<std::uint64_t, max_balanced_addresses>& w,
+                                     std::uint64_t r) noexcept {
+    std::size_t i = 0;
+    for (; set != 0; set &= set - 1) {
+      i = static_cast<std::size_t>(std::countr_zero(set)) % max_balanced_addresses;
+      if (r < w[i]) break;
+      r -= w[i];
     }
+    return i;
+  }
+
+  /// cost(b, now) < cost(a, now), with one exponential instead of two when
+  /// both have samples: their decays differ by exp((elapsed_a - elapsed_b) / decay).
+  bool cheaper(std::size_t b, std::size_t a, TimePoint now) const noexcept {
+    const slot& x = slots_[b];
+    const slot& y = slots_[a];
+    if (!x.sampled || !y.sampled || options_.decay.count() <= 0) return cost(b, now) < cost(a, now);
+    const auto elapsed = [now](const slot& s) {
+      return now <= s.stamp ? 0.0 : static_cast<double>(std::chrono::nanoseconds(now - s.stamp).count());
+    };
+    const double relative = std::exp((elapsed(y) - elapsed(x)) / static_cast<double>(options_.decay.count()));
+    return x.estimate_ns * (x.outstanding + 1.0) * relative < y.estimate_ns * (y.outstanding + 1.0);
   }
 
   balancer_options options_;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <queue>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -323,4 +324,28 @@ TEST_CASE("balancer: a longer list is cut, a relist keeps records, a return forg
   CHECK(b.estimate(0, start + 1s) == ns(30ms));
   CHECK(b.outstanding(0) == 1);
   CHECK(b.weight(0, start + 1s) == doctest::Approx(0.1).epsilon(0.01));
+}
+
+TEST_CASE("balancer: options are checked") {
+  CHECK_NOTHROW(coretry::http::detail::check_balancer_options({}));
+  const auto refused = [](auto change) {
+    balancer_options o;
+    change(o);
+    CHECK_THROWS_AS(coretry::http::detail::check_balancer_options(o), std::invalid_argument);
+  };
+  refused([](balancer_options& o) { o.decay = 0ns; });
+  refused([](balancer_options& o) { o.default_rtt = -1ns; });
+  refused([](balancer_options& o) { o.slow_start_window = -1ns; });
+  refused([](balancer_options& o) { o.slow_start_aggression = 0; });
+  refused([](balancer_options& o) { o.slow_start_aggression = std::nan(""); });
+  refused([](balancer_options& o) { o.slow_start_min_weight = 0; });
+  refused([](balancer_options& o) { o.slow_start_min_weight = 1.5; });
+  // A zero window is allowed: no slow start.
+  balancer_options o;
+  o.slow_start_window = 0ns;
+  CHECK_NOTHROW(coretry::http::detail::check_balancer_options(o));
+  balancer_type b(o);
+  b.assign(2, start);
+  b.returned(1, start);
+  CHECK(b.weight(1, start) == 1);
 }

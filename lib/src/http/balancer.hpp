@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 
 namespace coretry::http::detail {
 
@@ -65,16 +66,27 @@ enum class balance_mode {
 ///   30% of its fair share over the first 500 ms and about 90% from 1.75 s
 ///   to 2 s: room on both sides. Envoy has no default window; 3 s covers a
 ///   warm-up (caches, JIT, connection set-up) without leaving a healthy
-///   address idle for long. A 2 s window would pass too, with less room
-///   at 500 ms.
+///   address idle for long. A 2 s window meets the target too (about 30%
+///   at 500 ms, the whole share at 2 s), with less room.
 struct balancer_options {
   balance_mode mode = balance_mode::least_cost;
-  std::chrono::nanoseconds decay = std::chrono::seconds(10);       ///< positive; zero: no memory
-  std::chrono::nanoseconds default_rtt = std::chrono::milliseconds(30);
-  std::chrono::nanoseconds slow_start_window = std::chrono::seconds(3); ///< zero: no slow start
+  std::chrono::nanoseconds decay = std::chrono::seconds(10);       ///< positive
+  std::chrono::nanoseconds default_rtt = std::chrono::milliseconds(30); ///< not negative
+  std::chrono::nanoseconds slow_start_window = std::chrono::seconds(3); ///< not negative; zero: no slow start
   double slow_start_aggression = 1.0; ///< weight = (t / window)^(1 / aggression); positive
   double slow_start_min_weight = 0.1; ///< (0, 1]
 };
+
+/// Throws std::invalid_argument naming the first bad option of `o`.
+inline void check_balancer_options(const balancer_options& o) {
+  if (o.decay.count() <= 0) throw std::invalid_argument("balancer decay must be positive");
+  if (o.default_rtt.count() < 0) throw std::invalid_argument("balancer default_rtt must not be negative");
+  if (o.slow_start_window.count() < 0) throw std::invalid_argument("balancer slow_start_window must not be negative");
+  if (!(o.slow_start_aggression > 0) || !std::isfinite(o.slow_start_aggression))
+    throw std::invalid_argument("balancer slow_start_aggression must be positive");
+  if (!(o.slow_start_min_weight > 0 && o.slow_start_min_weight <= 1))
+    throw std::invalid_argument("balancer slow_start_min_weight must be in (0, 1]");
+}
 
 /// A source of uniform draws: uniform(m) is in [0, m]. coretry::random_source
 /// is one; a plain generator with that member is another (no virtual call).
@@ -116,7 +128,7 @@ public:
   /// A slot's draw weight in units: 1024 is the full weight.
   static constexpr std::uint64_t full_weight = 1024;
 
-  /// Options are not checked here (the client checks them).
+  /// Options are not checked here (check_balancer_options does).
   explicit basic_balancer(const balancer_options& o = {}) noexcept : options_(o) {}
 
   /// `n` addresses (at most max_balanced_addresses are kept), none known:

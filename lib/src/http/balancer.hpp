@@ -285,7 +285,7 @@ private:
   double default_ns() const noexcept { return static_cast<double>(options_.default_rtt.count()); }
 
   address_set in_use() const noexcept {
-    return size_ >= 64 ? ~address_set{0} : (address_set{1} << size_) - 1;
+    return size_ >= max_balanced_addresses ? ~address_set{0} : (address_set{1} << size_) - 1;
   }
 
   /// exp(-elapsed / decay), elapsed from the slot's latest sample to `now`

@@ -102,13 +102,13 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 /// while nothing is in flight to it (so it is tried), else default_rtt
 /// times in flight plus one.
 ///
-/// **Latency estimate** (peak EWMA, as Finagle's and tower's): a sample at
-/// `t` above the estimate at `t` replaces it; one at or below it moves it
-/// toward the sample: e x w + sample x (1 - w), w = exp(-elapsed / decay),
-/// elapsed since the previous sample. Between samples the estimate decays
-/// toward zero by that same w (what those libraries do on each read, here
-/// without depending on how often anyone reads): an address left alone
-/// after a slow spell becomes cheap again and is tried.
+/// **Latency estimate** (peak EWMA, as Finagle's and tower's): between
+/// samples it decays toward zero, e(t) = e x w with w = exp(-elapsed /
+/// decay), elapsed since the latest sample (what those libraries do on each
+/// read, here without depending on how often anyone reads): an address
+/// left alone after a slow spell becomes cheap again and is tried. A sample
+/// at `t` above e(t) replaces it; one at or below it moves it toward the
+/// sample: e(t) x w + sample x (1 - w). The first sample is taken as it is.
 ///
 /// **Pick**: from the candidates, less the avoided ones while another
 /// candidate is left, two distinct slots are drawn uniformly and the
@@ -125,7 +125,7 @@ public:
   using time_point = TimePoint;
   using clock_duration = typename TimePoint::duration;
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  /// A slot's draw weight in units: 1024 is the full weight.
+  /// A slot's slow-start weight in units: 1024 is the full weight.
   static constexpr std::uint64_t full_weight = 1024;
 
   /// Options are not checked here (check_balancer_options does).
@@ -142,6 +142,7 @@ public:
   /// A new list: slot i takes the record of the previous slot `previous[i]`
   /// (requests in flight, estimate, slow start), or starts afresh at `now`
   /// when it is npos or out of range (an address the last list did not hold).
+  /// Name each previous slot once at most (else its requests count twice).
   void relist(std::span<const std::size_t> previous, TimePoint now) noexcept {
     const std::array<slot, max_balanced_addresses> before = slots_;
     const std::size_t old_size = size_;
@@ -222,7 +223,7 @@ public:
   /// Requests in flight to `i`.
   unsigned outstanding(std::size_t i) const noexcept { return i < size_ ? slots_[i].outstanding : 0; }
 
-  /// The draw weight of `i` at `now`, in (0, 1]: below 1 during its slow start.
+  /// The slow-start weight of `i` at `now`, in (0, 1]: below 1 during its slow start.
   double weight(std::size_t i, TimePoint now) const noexcept {
     return static_cast<double>(weight_units(i, now)) / static_cast<double>(full_weight);
   }

@@ -31,6 +31,7 @@ namespace coretry::http::detail {
 /// of a name (max_addresses_per_name), and a set of slots is one 64-bit
 /// mask. A list longer than this is cut: its addresses past the 64th are
 /// never picked (and a record for them is neither kept nor asked for).
+/// A balancer is a fixed array of them: 2,112 bytes on a 64-bit machine.
 inline constexpr std::size_t max_balanced_addresses = 64;
 
 /// A set of slots: bit i stands for slot i.

@@ -1,0 +1,351 @@
+// The balancer's rule without sockets or clocks: the peak EWMA on explicit
+// instants, requests in flight, power of two choices, slow start, the
+// exclusions, and the shares it gives in simulated steady states (virtual
+// time, a seeded generator).
+
+#include "balancer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <queue>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using time_point = std::chrono::steady_clock::time_point;
+using balancer_type = coretry::http::detail::basic_balancer<time_point>;
+using coretry::http::detail::address_set;
+using coretry::http::detail::balance_mode;
+using coretry::http::detail::balancer_options;
+
+const time_point start = time_point{} + 1000h;
+
+double ns(std::chrono::nanoseconds d) { return static_cast<double>(d.count()); }
+
+/// splitmix64: reproducible draws, uniform(m) in [0, m].
+struct seeded_draws {
+  std::uint64_t state;
+  unsigned calls = 0;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t uniform(std::uint64_t m) {
+    ++calls;
+    if (m == UINT64_MAX) return next();
+    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next()) * (m + 1)) >> 64);
+  }
+};
+
+/// Requests arriving every `gap` on virtual time, each sent where the
+/// balancer picks, answered after its address's latency (± 20%).
+struct simulation {
+  simulation(balancer_type& b, std::vector<std::chrono::nanoseconds> l) : balancer(b), latency(std::move(l)) {}
+  balancer_type& balancer;
+  std::vector<std::chrono::nanoseconds> latency;
+  seeded_draws draws{42};
+  time_point now = start;
+  struct in_flight {
+    time_point end;
+    time_point began;
+    std::size_t slot;
+    bool operator>(const in_flight& o) const { return end > o.end; }
+  };
+  std::priority_queue<in_flight, std::vector<in_flight>, std::greater<>> pending;
+
+  /// Runs for `length`; returns the picks of each slot.
+  std::vector<unsigned> run(std::chrono::nanoseconds length, std::chrono::nanoseconds gap, address_set candidates) {
+    std::vector<unsigned> picks(latency.size());
+    for (const time_point end = now + length; now < end; now += gap) {
+      while (!pending.empty() && pending.top().end <= now) {
+        const in_flight done = pending.top();
+        pending.pop();
+        balancer.finished(done.slot, done.end - done.began, done.end);
+      }
+      const auto chosen = balancer.pick(candidates, 0, now, draws);
+      REQUIRE(chosen.has_value());
+      ++picks[*chosen];
+      balancer.started(*chosen);
+      const double jitter = 0.8 + 0.4 * static_cast<double>(draws.uniform(1000)) / 1000.0;
+      const auto took = std::chrono::nanoseconds(static_cast<std::int64_t>(ns(latency[*chosen]) * jitter));
+      pending.push({now + took, now, *chosen});
+    }
+    return picks;
+  }
+};
+
+double share(const std::vector<unsigned>& picks, std::size_t slot) {
+  unsigned total = 0;
+  for (unsigned p : picks) total += p;
+  return static_cast<double>(picks[slot]) / static_cast<double>(total);
+}
+
+} // namespace
+
+TEST_CASE("balancer: the peak EWMA on explicit instants") {
+  balancer_type b;
+  b.assign(1, start);
+  CHECK(b.estimate(0, start) == ns(30ms)); // the default before any answer
+  b.observe(0, 10ms, start);
+  CHECK(b.estimate(0, start) == ns(10ms));
+  // Between samples it decays toward zero: exp(-5 s / 10 s).
+  const double w = std::exp(-0.5);
+  CHECK(b.estimate(0, start + 5s) == doctest::Approx(ns(10ms) * w).epsilon(1e-12));
+  // A sample below the estimate moves it toward the sample with weight w.
+  b.observe(0, 4ms, start + 5s);
+  const double expected = ns(10ms) * w * w + ns(4ms) * (1 - w);
+  CHECK(b.estimate(0, start + 5s) == doctest::Approx(expected).epsilon(1e-12));
+  // One second later, decayed by exp(-0.1) from there.
+  CHECK(b.estimate(0, start + 6s) == doctest::Approx(expected * std::exp(-0.1)).epsilon(1e-12));
+}
+
+TEST_CASE("balancer: a sample above the estimate replaces it") {
+  balancer_type b;
+  b.assign(1, start);
+  b.observe(0, 5ms, start);
+  b.observe(0, 80ms, start + 1ms);
+  CHECK(b.estimate(0, start + 1ms) == ns(80ms));
+  // A small sample soon after barely moves it: the peak holds.
+  b.observe(0, 5ms, start + 2ms);
+  const double w = std::exp(-1e-4);
+  CHECK(b.estimate(0, start + 2ms) == doctest::Approx(ns(80ms) * w * w + ns(5ms) * (1 - w)).epsilon(1e-12));
+  CHECK(b.estimate(0, start + 2ms) > ns(79ms));
+  // A sample equal to the decayed estimate is not a peak, and keeps it.
+  const double now_estimate = b.estimate(0, start + 2ms);
+  b.observe(0, std::chrono::nanoseconds(static_cast<std::int64_t>(now_estimate)), start + 2ms);
+  CHECK(b.estimate(0, start + 2ms) == doctest::Approx(now_estimate).epsilon(1e-9));
+}
+
+TEST_CASE("balancer: cost counts the requests in flight") {
+  balancer_type b;
+  b.assign(2, start);
+  // No answer yet: free while idle (so it is tried), the default RTT once busy.
+  CHECK(b.cost(0, start) == 0);
+  b.started(0);
+  CHECK(b.outstanding(0) == 1);
+  CHECK(b.cost(0, start) == 2 * ns(30ms));
+  b.started(0);
+  b.finished(0, 10ms, start);
+  CHECK(b.outstanding(0) == 1);
+  CHECK(b.cost(0, start) == 2 * ns(10ms));
+  b.started(0);
+  b.started(0);
+  CHECK(b.cost(0, start) == 4 * ns(10ms));
+  // An end with nothing learnt leaves the estimate alone.
+  b.ended(0);
+  CHECK(b.outstanding(0) == 2);
+  CHECK(b.estimate(0, start) == ns(10ms));
+  b.ended(0);
+  b.ended(0);
+  b.ended(0); // one more end than starts: stays at zero
+  CHECK(b.outstanding(0) == 0);
+  CHECK(b.cost(0, start) == ns(10ms));
+  CHECK(b.outstanding(1) == 0);
+  // Slots out of range are ignored.
+  b.started(7);
+  CHECK(b.outstanding(7) == 0);
+}
+
+TEST_CASE("balancer: power of two choices never takes the worse of its two") {
+  balancer_type b;
+  b.assign(3, start - 10s); // past their slow start
+  b.observe(0, 5ms, start);
+  b.observe(1, 20ms, start);
+  b.observe(2, 40ms, start);
+  seeded_draws draws{7};
+  unsigned best = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const auto pair = b.pick(0b011, 0, start, draws); // both drawn: the cheaper wins
+    REQUIRE(pair.has_value());
+    CHECK(*pair == 0);
+    const auto chosen = b.pick(0b111, 0, start, draws);
+    REQUIRE(chosen.has_value());
+    CHECK(*chosen != 2); // the dearest loses to either other
+    best += *chosen == 0;
+  }
+  // The cheapest wins whenever drawn: two pairs in three.
+  CHECK(best == doctest::Approx(2000).epsilon(0.05));
+  // Every pair as likely, whatever the slots' order: the cheapest last.
+  b.assign(3, start - 10s);
+  b.observe(0, 40ms, start);
+  b.observe(1, 20ms, start);
+  b.observe(2, 5ms, start);
+  unsigned last = 0;
+  for (int i = 0; i < 3000; ++i) last += b.pick(0b111, 0, start, draws) == std::optional<std::size_t>(2);
+  CHECK(last == doctest::Approx(2000).epsilon(0.05));
+  // Addresses that start slow together (a new list) keep the plain rule.
+  b.assign(2, start);
+  b.observe(0, 5ms, start);
+  b.observe(1, 20ms, start);
+  REQUIRE(b.weight(0, start + 100ms) < 1);
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 100ms, draws) == std::optional<std::size_t>(0));
+  // Samples of different ages: costs as decayed now. 10 ms five seconds
+  // old is 6.07 ms now, below a fresh 6.2 ms.
+  b.assign(2, start - 10s);
+  b.observe(0, 10ms, start);
+  b.observe(1, 6200us, start + 5s);
+  REQUIRE(b.cost(0, start + 5s) < b.cost(1, start + 5s));
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 5s, draws) == std::optional<std::size_t>(0));
+  REQUIRE(b.cost(0, start + 4s) > b.cost(1, start + 4s)); // a second earlier: 6.70 ms
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 4s, draws) == std::optional<std::size_t>(1));
+}
+
+TEST_CASE("balancer: a slow address gets almost nothing in a steady state") {
+  balancer_type b;
+  b.assign(2, start);
+  simulation sim{b, {5ms, 80ms}};
+  sim.run(10s, 1ms, 0b11); // warm up: first samples, slow start over
+  const auto picks = sim.run(60s, 1ms, 0b11);
+  MESSAGE("slow address: ", picks[1], " of ", picks[0] + picks[1]);
+  CHECK(share(picks, 1) <= 0.005);
+  CHECK(picks[1] > 0); // still tried now and then, as its peak decays
+}
+
+TEST_CASE("balancer: equal addresses share equally") {
+  balancer_type b;
+  b.assign(4, start);
+  simulation sim{b, {10ms, 10ms, 10ms, 10ms}};
+  sim.run(5s, 1ms, 0b1111);
+  const auto picks = sim.run(40s, 1ms, 0b1111);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(share(picks, i) == doctest::Approx(0.25).epsilon(0.2)); // 25% ± 5%
+  }
+}
+
+/// Shares of the last of `n` equal addresses back from an ejection: over its
+/// first 500 ms, from 1.75 s to 2 s, and from 5 s to 10 s.
+std::array<double, 3> shares_after_return(std::size_t n) {
+  balancer_type b;
+  b.assign(n, start);
+  simulation sim{b, std::vector<std::chrono::nanoseconds>(n, 10ms)};
+  const address_set all = (address_set{1} << n) - 1;
+  const std::size_t last = n - 1;
+  sim.run(10s, 1ms, all & ~(address_set{1} << last)); // ejected all along
+  b.returned(last, sim.now);
+  const auto first = sim.run(500ms, 1ms, all);
+  sim.run(1250ms, 1ms, all);
+  const auto at_two = sim.run(250ms, 1ms, all);
+  sim.run(3s, 1ms, all);
+  const auto after = sim.run(5s, 1ms, all);
+  return {share(first, last), share(at_two, last), share(after, last)};
+}
+
+TEST_CASE("balancer: a returning address ramps up") {
+  balancer_type b;
+  b.assign(2, start);
+  b.returned(1, start);
+  CHECK(b.weight(1, start) == doctest::Approx(0.1).epsilon(0.01));
+  CHECK(b.weight(1, start + 1500ms) == doctest::Approx(0.5).epsilon(0.01));
+  CHECK(b.weight(1, start + 3s) == 1);
+  for (std::size_t n : {2, 4}) {
+    CAPTURE(n);
+    const double fair = 1.0 / static_cast<double>(n);
+    const auto s = shares_after_return(n);
+    MESSAGE(n, " addresses, the returning one's share: ", s[0], " in its first 500 ms, ", s[1],
+            " from 1.75 s to 2 s, ", s[2], " from 5 s");
+    CHECK(s[0] <= fair / 2); // well below its fair share
+    CHECK(s[1] >= fair / 2); // at least half of it
+    CHECK(s[2] == doctest::Approx(fair).epsilon(0.2));
+  }
+}
+
+TEST_CASE("balancer: exclusions") {
+  balancer_type b;
+  b.assign(4, start - 10s);
+  b.observe(0, 1ms, start); // the cheapest, when it may be had
+  for (std::size_t i = 1; i < 4; ++i) b.observe(i, 10ms, start);
+  seeded_draws draws{3};
+  for (int i = 0; i < 500; ++i) {
+    // Ejected (not a candidate): never.
+    const auto a = b.pick(0b1110, 0, start, draws);
+    REQUIRE(a.has_value());
+    CHECK(*a != 0);
+    // Avoided while others are left: never.
+    const auto c = b.pick(0b1111, 0b0011, start, draws);
+    REQUIRE(c.has_value());
+    CHECK((*c == 2 || *c == 3));
+    // Every candidate avoided: the avoided ones serve.
+    const auto d = b.pick(0b0011, 0b0011, start, draws);
+    REQUIRE(d.has_value());
+    CHECK(*d == 0);
+  }
+  // No candidate, or none in use: none.
+  CHECK_FALSE(b.pick(0, 0, start, draws).has_value());
+  CHECK_FALSE(b.pick(address_set{1} << 9, 0, start, draws).has_value());
+  // First to connect: the balancer makes no choice.
+  balancer_options o;
+  o.mode = balance_mode::first_to_connect;
+  balancer_type off(o);
+  off.assign(4, start);
+  CHECK_FALSE(off.pick(0b1111, 0, start, draws).has_value());
+}
+
+TEST_CASE("balancer: one candidate is answered without a draw") {
+  balancer_type b;
+  b.assign(5, start);
+  seeded_draws draws{1};
+  CHECK(b.pick(0b00100, 0, start, draws) == std::optional<std::size_t>(2));
+  CHECK(b.pick(0b10110, 0b00110, start, draws) == std::optional<std::size_t>(4));
+  CHECK(draws.calls == 0);
+  b.pick(0b00110, 0, start, draws);
+  CHECK(draws.calls == 2);
+}
+
+TEST_CASE("balancer: a longer list is cut, a relist keeps records, a return forgets them") {
+  balancer_type b;
+  b.assign(100, start);
+  CHECK(b.size() == 64);
+  seeded_draws draws{5};
+  CHECK(b.pick(address_set{1} << 63, 0, start, draws) == std::optional<std::size_t>(63));
+  b.assign(3, start - 10s);
+  b.observe(1, 7ms, start);
+  b.started(1);
+  const std::size_t previous[] = {1, balancer_type::npos};
+  b.relist(previous, start);
+  CHECK(b.size() == 2);
+  CHECK(b.estimate(0, start) == ns(7ms));
+  CHECK(b.outstanding(0) == 1);
+  CHECK(b.weight(0, start) == 1);
+  CHECK(b.estimate(1, start) == ns(30ms));
+  CHECK(b.weight(1, start) == doctest::Approx(0.1).epsilon(0.01));
+  // Back from an ejection: its estimate is forgotten, its requests in
+  // flight still count, and it starts slow.
+  b.returned(0, start + 1s);
+  CHECK(b.estimate(0, start + 1s) == ns(30ms));
+  CHECK(b.outstanding(0) == 1);
+  CHECK(b.weight(0, start + 1s) == doctest::Approx(0.1).epsilon(0.01));
+}
+
+TEST_CASE("balancer: options are checked") {
+  CHECK_NOTHROW(coretry::http::detail::check_balancer_options({}));
+  const auto refused = [](auto change) {
+    balancer_options o;
+    change(o);
+    CHECK_THROWS_AS(coretry::http::detail::check_balancer_options(o), std::invalid_argument);
+  };
+  refused([](balancer_options& o) { o.decay = 0ns; });
+  refused([](balancer_options& o) { o.default_rtt = -1ns; });
+  refused([](balancer_options& o) { o.slow_start_window = -1ns; });
+  refused([](balancer_options& o) { o.slow_start_aggression = 0; });
+  refused([](balancer_options& o) { o.slow_start_aggression = std::nan(""); });
+  refused([](balancer_options& o) { o.slow_start_min_weight = 0; });
+  refused([](balancer_options& o) { o.slow_start_min_weight = 1.5; });
+  // A zero window is allowed: no slow start.
+  balancer_options o;
+  o.slow_start_window = 0ns;
+  CHECK_NOTHROW(coretry::http::detail::check_balancer_options(o));
+  balancer_type b(o);
+  b.assign(2, start);
+  b.returned(1, start);
+  CHECK(b.weight(1, start) == 1);
+}

@@ -308,16 +308,23 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
     std::move(handler)(nullptr, std::move(r));
   };
 
+  // The chain stopped before this hop: told to the observer; the answer
+  // so far is the chain's.
+  const auto stopped_before_hop = [&c](stop_reason reason) {
+    if (c.observer.inner)
+      c.observer.chain_stopped(c.options.route, reason,
+                               std::chrono::duration_cast<duration>(c.hop_started - c.started));
+    result r;
+    r.reason = reason;
+    r.value = std::move(c.combined.value);
+    r.last_error = c.combined.last_error;
+    return r;
+  };
+
   c.hop_started = std::chrono::steady_clock::now();
   if (c.cancelled != asio::cancellation_type::none) {
     // Cancelled between two hops.
-    if (c.observer.inner)
-      c.observer.chain_stopped(c.options.route, stop_reason::cancelled,
-                               std::chrono::duration_cast<duration>(c.hop_started - c.started));
-    result r;
-    r.reason = stop_reason::cancelled;
-    r.value = std::move(c.combined.value);
-    r.last_error = c.combined.last_error;
+    result r = stopped_before_hop(stop_reason::cancelled);
     finish(std::move(chain), std::move(r));
     return;
   }
@@ -329,13 +336,7 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
                           std::chrono::duration_cast<duration>(c.hop_started - c.started);
     if (policy.completion_reserve > left - std::max(policy.min_attempt_allowance, duration(1))) {
       // Too little left for a useful attempt: the engine would not start one.
-      if (c.observer.inner)
-        c.observer.chain_stopped(c.options.route, stop_reason::deadline_exhausted,
-                                 std::chrono::duration_cast<duration>(c.hop_started - c.started));
-      result r;
-      r.reason = stop_reason::deadline_exhausted;
-      r.value = std::move(c.combined.value);
-      r.last_error = c.combined.last_error;
+      result r = stopped_before_hop(stop_reason::deadline_exhausted);
       finish(std::move(chain), std::move(r));
       return;
     }
@@ -346,12 +347,7 @@ void client::run_hop(std::shared_ptr<detail::redirect_chain> chain) {
     // A later hop the engine would refuse to start (the first hop's setup
     // was checked when the chain was made): the chain ends here, through
     // its handler, never by an exception out of a completion.
-    if (c.observer.inner)
-      c.observer.chain_stopped(c.options.route, stop_reason::rejected,
-                               std::chrono::duration_cast<duration>(c.hop_started - c.started));
-    result r;
-    r.reason = stop_reason::rejected;
-    r.value = std::move(c.combined.value);
+    result r = stopped_before_hop(stop_reason::rejected);
     if (!r.value) r.value.emplace();
     r.value->problem = "after " + std::to_string(c.hops.size()) + " redirect(s), to " + redact_url(c.url) +
                        ": the hop cannot be started: " + *problem;

@@ -5,7 +5,10 @@
 //   client_state.hpp        what a client shares with its requests and attempts
 //   url.cpp                 reading a URL strictly (coretry/http/url.hpp)
 //   prepare.hpp/.cpp        from URL, request and options to what each attempt sends
-//   pool.hpp                connections per origin, leases, waiters, idle expiry
+//   pool.hpp                connections per origin, idle expiry (leases: lease.hpp,
+//                           waiting attempts: origin_waiters.hpp)
+//   address_health.hpp/.cpp what counts for or against an address; the address
+//                           book (address_book.hpp) is its store
 //   connect.hpp/.cpp        the connection, TLS context, lookup, TCP connect, handshake
 //   tunnel.hpp/.cpp         CONNECT through a proxy, its answer read within bounds
 //   proxy.cpp               proxy URLs, NO_PROXY lists, the environment's proxies

@@ -131,7 +131,7 @@ TEST_CASE("address health: five reports against an address eject it, but permane
   two_addresses health;
   const auto report = [&](const exchange& x, attempt_status status, int times, bool through_proxy = false) {
     for (int i = 0; i < times; ++i)
-      health.attempt_ended(billing, *x.address, through_proxy, {}, x, status, start);
+      health.attempt_ended(billing, *x.address, through_proxy, {}, x, status, [] { return start; });
   };
   report(went(501), attempt_status::permanent, 5);
   report(went(503), attempt_status::transient, 5, true);
@@ -143,6 +143,15 @@ TEST_CASE("address health: five reports against an address eject it, but permane
   report(went(503), attempt_status::transient, 1);
   CHECK(health.stats(start).ejected == 1);
   CHECK(health.order(billing, {}, start) == std::vector<endpoint>{at("127.0.0.3"), at("127.0.0.2")});
+  // The time is asked for only when a failure is recorded: an attempt that
+  // went well reads no clock.
+  int clock_reads = 0;
+  const exchange fine = went(200);
+  health.attempt_ended(billing, at("127.0.0.3"), false, {}, fine, attempt_status::success, [&] {
+    ++clock_reads;
+    return start;
+  });
+  CHECK(clock_reads == 0);
   CHECK_FALSE(health.suits(billing, at("127.0.0.2"), {}, start));
   CHECK(health.suits(billing, at("127.0.0.3"), {}, start));
 }

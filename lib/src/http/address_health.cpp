@@ -34,19 +34,9 @@ blame attempt_blame(const error_code& ec, const exchange& x, attempt_status stat
 }
 
 void address_health::connect_ended(name_and_port n, const connect_report& r, time_point now) {
-  tell(n, r.at, connect_blame(r, attempt_delay_), now);
-}
-
-void address_health::attempt_ended(name_and_port n, const endpoint& at, bool through_proxy, const error_code& ec,
-                                   const exchange& x, attempt_status status, time_point now) {
-  tell(n, at, attempt_blame(ec, x, status, through_proxy), now);
-}
-
-void address_health::tell(name_and_port n, const endpoint& at, blame b, time_point now) {
   // An address not in the book (an IP-address host, one a lookup dropped
   // since) is not recorded: the book ignores it.
-  if (b == blame::failure) book_.failed(n, at, now);
-  else if (b == blame::success) book_.succeeded(n, at);
+  if (connect_blame(r, attempt_delay_) == blame::failure) book_.failed(n, r.at, now);
 }
 
 } // namespace coretry::http::detail

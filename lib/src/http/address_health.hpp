@@ -160,13 +160,20 @@ public:
   /// What became of a connection to one of `n`'s addresses.
   void connect_ended(name_and_port n, const connect_report& r, time_point now);
   /// An attempt that went to `at`, one of `n`'s addresses, ended with `ec`
-  /// and `x`, classified as `status`.
+  /// and `x`, classified as `status`. `now()` gives the time; it is called
+  /// only when a failure is recorded, so that an attempt that went well
+  /// costs no clock read.
+  template <class Now>
   void attempt_ended(name_and_port n, const endpoint& at, bool through_proxy, const boost::system::error_code& ec,
-                     const exchange& x, attempt_status status, time_point now);
+                     const exchange& x, attempt_status status, Now&& now) {
+    switch (attempt_blame(ec, x, status, through_proxy)) {
+    case blame::failure: book_.failed(n, at, now()); break;
+    case blame::success: book_.succeeded(n, at); break;
+    case blame::none: break;
+    }
+  }
 
 private:
-  void tell(name_and_port n, const endpoint& at, blame b, time_point now);
-
   address_book book_;
   duration attempt_delay_;
 };

@@ -163,7 +163,7 @@ verdict client::classify(detail::client_state& state, const detail::prepared_req
   // How the address did is address_health's to judge (attempt_blame).
   if (x.address)
     state.health.attempt_ended(detail::connection_target(request.where), *x.address, request.where.proxy != nullptr, ec,
-                               x, v.status, phase_timings::clock::now());
+                               x, v.status, [] { return phase_timings::clock::now(); });
   return v;
 }
 

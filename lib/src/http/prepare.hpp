@@ -13,10 +13,7 @@
 #include "connect.hpp"
 #include "streamed_body.hpp"
 
-#include <algorithm>
-#include <array>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>

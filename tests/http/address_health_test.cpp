@@ -16,8 +16,8 @@
 #include <chrono>
 #include <vector>
 
-// Named, not unnamed: the suite is a unity build, and address_book_test.cpp
-// has helpers of its own.
+// Named, not unnamed: the suite is a unity build, in which the file-scope
+// names of its sources share one translation unit.
 namespace address_health_cases {
 
 using namespace std::chrono_literals;

@@ -1,11 +1,15 @@
 #ifndef CORETRY_SRC_HTTP_ADDRESS_BOOK_HPP
 #define CORETRY_SRC_HTTP_ADDRESS_BOOK_HPP
 
-// The addresses of each name the client connects to: what a lookup (or a
-// pin) gave, how long that stays good, how each address has been doing,
-// which are ejected, and in what order a new connection tries them. No I/O
-// and no clock reads: the time is an argument, so that the rules run on
-// virtual time. Thread-safe. Internal to coretry::http.
+// The record of the addresses of each name the client connects to: what a
+// lookup (or a pin) gave, how long that stays good, each address's run of
+// failures, which are ejected and until when, and in what order a new
+// connection tries them. It is address_health's store (address_health.hpp),
+// which alone tells it of failures and successes: what counts as one is
+// decided there, what follows from a run of them (ejection, its length,
+// the share never ejected, the return) here, under the same lock as the
+// record. No I/O and no clock reads: the time is an argument, so that the
+// rules run on virtual time. Thread-safe. Internal to coretry::http.
 
 #include <coretry/http/addresses.hpp>
 #include <coretry/with_deadline.hpp>
@@ -173,8 +177,8 @@ public:
     return true;
   }
 
-  /// A failure at `at`: a refused or slow connection, an attempt that ran out
-  /// of time there, a 5xx. Ejects it after outlier_ejection::consecutive_failures.
+  /// A failure at `at`, as address_health judged one (connect_blame,
+  /// attempt_blame). Ejects it after outlier_ejection::consecutive_failures.
   void failed(name n, const endpoint& at, TimePoint now) {
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
@@ -205,8 +209,8 @@ public:
     ++ejected_now_;
   }
 
-  /// A success at `at` (an answer the classifier did not count as the
-  /// address's failure): its run of failures ends.
+  /// A success at `at`, as address_health judged one: its run of failures
+  /// ends.
   void succeeded(name n, const endpoint& at) {
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);

@@ -308,7 +308,7 @@ private:
   bool try_lease() {
     attempt_state& s = *s_;
     auto got = s.state->pool.try_lease(*s.prepared->where.key, [&s](const connection& c) {
-      return s.state->book.suits(s.target, c.peer, s.avoid, s.lease_at);
+      return s.state->health.suits(s.target, c.peer, s.avoid, s.lease_at);
     });
     if (!got) return false;
     s.held.emplace(std::move(*got));
@@ -354,7 +354,7 @@ private:
       return finish(cont);
     }
     client_state& c = *s.state;
-    s.setup.emplace(connect_context{c.tls, c.pool, c.book,
+    s.setup.emplace(connect_context{c.tls, c.pool, c.health,
                                     std::size_t{c.options.header_limit} + c.options.line_limit,
                                     c.options.header_limit, c.options.connection_attempt_delay});
     step_ = step::starting;

@@ -5,7 +5,10 @@
 //   client_state.hpp        what a client shares with its requests and attempts
 //   url.cpp                 reading a URL strictly (coretry/http/url.hpp)
 //   prepare.hpp/.cpp        from URL, request and options to what each attempt sends
-//   pool.hpp                connections per origin, leases, waiters, idle expiry
+//   pool.hpp                connections per origin, idle expiry (leases: lease.hpp,
+//                           waiting attempts: origin_waiters.hpp)
+//   address_health.hpp/.cpp what counts for or against an address; the address
+//                           book (address_book.hpp) is its store
 //   connect.hpp/.cpp        the connection, TLS context, lookup, TCP connect, handshake
 //   tunnel.hpp/.cpp         CONNECT through a proxy, its answer read within bounds
 //   proxy.cpp               proxy URLs, NO_PROXY lists, the environment's proxies
@@ -67,15 +70,15 @@ client_options checked(client_options o) {
   return o;
 }
 
-/// client_options::resolve as pins in `book`; a later entry for the same
+/// client_options::resolve as pins in `health`; a later entry for the same
 /// name and port replaces an earlier one, as curl's do.
-void pin_names(const client_options& o, address_book& book) {
+void pin_names(const client_options& o, address_health& health) {
   for (const auto& text : o.resolve) {
     const resolve_entry entry = parse_resolve_entry(text);
     std::vector<asio::ip::tcp::endpoint> endpoints;
     for (const auto& address : entry.addresses) endpoints.emplace_back(address, entry.port);
     const std::string port = std::to_string(entry.port);
-    book.pin({entry.host, port}, std::move(endpoints));
+    health.pin({entry.host, port}, std::move(endpoints));
   }
 }
 
@@ -97,7 +100,7 @@ client::~client() = default;
 
 asio::any_io_executor client::get_executor() const { return state_->executor; }
 pool_stats client::stats() const { return state_->pool.stats(); }
-address_stats client::addresses() const { return state_->book.stats(phase_timings::clock::now()); }
+address_stats client::addresses() const { return state_->health.stats(phase_timings::clock::now()); }
 void client::close_idle() { state_->pool.close_idle(); }
 
 client::prepared client::prepare(std::string_view url, request&& req, const request_options& options) const {
@@ -152,25 +155,10 @@ verdict classify_attempt(const detail::prepared_request& request, const error_co
 verdict client::classify(detail::client_state& state, const detail::prepared_request& request, const error_code& ec,
                          const exchange& x) {
   verdict v = classify_attempt(request, ec, x);
-  if (x.address && !request.where.proxy) {
-    // How the address did: an answer below 500 ends its run of failures; a
-    // 5xx the classifier takes as transient, an attempt that ran out of
-    // time on a connection to it, or a new connection that the other end
-    // closed or reset under it (or the idle limit ended) is one more. A
-    // reused connection closed under it is the usual end of a kept-alive
-    // connection; an answer the client refused (too large, malformed), a
-    // 501 or 505, are not the address's doing; an attempt cancelled for
-    // other reasons (a hedge that lost) says nothing. Through a proxy the
-    // address is the proxy's and the answer the origin's: nothing is told
-    // (the proxy's connection failures are, when connecting).
-    const detail::name_and_port target = detail::connection_target(request.where);
-    const bool timed_out = ec == attempt_error::timed_out;
-    const bool server_error = x.res && x.res->result_int() >= 500 && v.status == attempt_status::transient;
-    const bool broke = !ec && !x.res && !x.reused_connection &&
-                       (detail::closed_by_peer(x.error) || x.error == asio::error::timed_out);
-    if (timed_out || server_error || broke) state.book.failed(target, *x.address, phase_timings::clock::now());
-    else if (x.res && x.res->result_int() < 500) state.book.succeeded(target, *x.address);
-  }
+  // How the address did is address_health's to judge (attempt_blame).
+  if (x.address)
+    state.health.attempt_ended(detail::connection_target(request.where), *x.address, request.where.proxy != nullptr, ec,
+                               x, v.status, [] { return phase_timings::clock::now(); });
   return v;
 }
 

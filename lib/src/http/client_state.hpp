@@ -2,13 +2,13 @@
 #define CORETRY_SRC_HTTP_CLIENT_STATE_HPP
 
 // What a client shares with its requests and their attempts: options, pool,
-// address book, TLS context, proxy. Internal to coretry::http.
+// address health, TLS context, proxy. Internal to coretry::http.
 
 #include <coretry/http/client_options.hpp>
 #include <coretry/http/url.hpp>
 #include <coretry/http/proxy.hpp>
 
-#include "address_book.hpp"
+#include "address_health.hpp"
 #include "connect.hpp"
 #include "pool.hpp"
 #include "prepare.hpp"
@@ -23,8 +23,8 @@ namespace coretry::http::detail {
 
 /// `o` when it makes sense; throws std::invalid_argument naming the problem.
 client_options checked(client_options o);
-/// client_options::resolve as pins in `book`.
-void pin_names(const client_options& o, address_book& book);
+/// client_options::resolve as pins in `health`.
+void pin_names(const client_options& o, address_health& health);
 /// client_options::proxy read, or null without one.
 std::shared_ptr<const proxy_route> route_of(const std::string& proxy);
 
@@ -32,8 +32,8 @@ struct client_state {
   client_state(boost::asio::any_io_executor ex, client_options o)
       : executor(std::move(ex)), options(checked(std::move(o))),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout),
-        book(options.lookup_ttl, options.ejection), tls(options), proxy(route_of(options.proxy)) {
-    pin_names(options, book);
+        health(options.lookup_ttl, options.ejection, options.connection_attempt_delay), tls(options), proxy(route_of(options.proxy)) {
+    pin_names(options, health);
     if (!options.ca_file.empty() || !options.certificate_file.empty()) {
       // A client given a CA file or a client certificate speaks HTTPS: its
       // TLS context is made now, so that a bad file is a clear error at
@@ -88,7 +88,7 @@ struct client_state {
   boost::asio::any_io_executor executor;
   client_options options;
   connection_pool pool;
-  address_book book;
+  address_health health;
   tls_context tls;
   /// The proxy, null without one.
   std::shared_ptr<const proxy_route> proxy;

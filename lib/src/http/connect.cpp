@@ -133,7 +133,7 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
     // already running: a slow DNS server would hold this attempt up too.
     order.push_back(*address);
   } else {
-    if (c.book.needs_lookup(target, phase_timings::clock::now())) {
+    if (c.health.needs_lookup(target, phase_timings::clock::now())) {
       x.reached = stage::resolving;
       x.phases.enter(phase::lookup, phase_timings::clock::now());
       if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
@@ -145,9 +145,9 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
         if (found.size() == max_addresses_per_name) break;
         found.push_back(entry.endpoint());
       }
-      c.book.store(target, std::move(found), phase_timings::clock::now());
+      c.health.store(target, std::move(found), phase_timings::clock::now());
     }
-    order = c.book.order(target, avoid, phase_timings::clock::now());
+    order = c.health.order(target, avoid, phase_timings::clock::now());
     if (order.empty()) co_return asio::error::host_not_found;
   }
 
@@ -158,16 +158,15 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
     tcp::socket socket(ex);
     auto [connect_ec] = co_await socket.async_connect(order.front(), asio::as_tuple(asio::use_awaitable));
     if (connect_ec) {
-      // (An IP-address host is not in the book: telling it is a no-op.)
-      if (address_failed(connect_ec)) c.book.failed(target, order.front(), phase_timings::clock::now());
+      c.health.connect_ended(target, {.at = order.front(), .error = connect_ec}, phase_timings::clock::now());
       co_return connect_ec;
     }
     connected.emplace(std::move(socket));
     peer = order.front();
   } else {
-    c.book.note_race();
-    race_result raced = co_await race_connect(order, c.attempt_delay, [&](const tcp::endpoint& failed) {
-      c.book.failed(target, failed, phase_timings::clock::now());
+    c.health.race_started();
+    race_result raced = co_await race_connect(order, c.attempt_delay, [&](const connect_report& loser) {
+      c.health.connect_ended(target, loser, phase_timings::clock::now());
     });
     if (raced.error) co_return raced.error;
     connected.emplace(std::move(*raced.socket));

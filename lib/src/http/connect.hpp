@@ -10,7 +10,7 @@
 #include <coretry/http/exchange.hpp>
 #include <coretry/http/tls.hpp>
 
-#include "address_book.hpp"
+#include "address_health.hpp"
 #include "pool.hpp"
 #include "tunnel.hpp"
 
@@ -84,7 +84,6 @@ struct connection {
 
 using connection_pool = basic_connection_pool<connection>;
 using lease = connection_pool::lease;
-using address_book = basic_address_book<std::chrono::steady_clock::time_point>;
 
 /// The name whose addresses a connection to `where` goes to: the proxy's
 /// when there is one.
@@ -120,13 +119,13 @@ private:
 struct connect_context {
   tls_context& tls;
   connection_pool& pool;
-  address_book& book;
+  address_health& health;
   std::size_t buffer_limit; ///< of the new connection's read buffer
   std::uint32_t header_limit;
   duration attempt_delay; ///< client_options::connection_attempt_delay
 };
 
-/// Resolve (unless the book's addresses are still good), connect (racing
+/// Resolve (unless the addresses known are still good), connect (racing
 /// the addresses, `avoid`ed ones last, when there are several), open a
 /// tunnel through the origin's proxy for https, and (for https) handshake:
 /// everything before the request is written, so a failure here provably

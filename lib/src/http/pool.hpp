@@ -6,7 +6,8 @@
 // given back (woken in order while the queue is short-lived, the one with the
 // most time left once the oldest is about to give up; refused at once when
 // their time left cannot fit an exchange), and the closing of connections
-// idle for too long.
+// idle for too long. A lease is lease.hpp's; the queue of one origin's
+// waiters and its exchange estimate, origin_waiters.hpp's.
 // Generic over the connection (anything with is_stale() and close()) and the
 // clock, so that it can be driven without sockets and on virtual time.
 // Internal to coretry::http.
@@ -17,6 +18,8 @@
 #include <coretry/http/exchange.hpp>
 #include <coretry/with_deadline.hpp>
 
+#include "lease.hpp"
+#include "origin_waiters.hpp"
 #include "waiter_registry.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -25,10 +28,6 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/multi_index/member.hpp>
-#include <boost/multi_index/ordered_index.hpp>
-#include <boost/multi_index/tag.hpp>
-#include <boost/multi_index_container.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -43,41 +42,6 @@
 #include <vector>
 
 namespace coretry::http::detail {
-
-template <class Connection, class Clock>
-class basic_connection_pool;
-
-/// A leased connection or, with no connection, a permit to open one. Given
-/// back on destruction: pooled when the exchange ended cleanly, else closed.
-template <class Pool>
-class basic_lease {
-public:
-  using connection_type = typename Pool::connection_type;
-  using time_point = typename Pool::time_point;
-
-  /// `key` is the pool's own copy of the origin's key, which stays while
-  /// any lease of the origin does; `since` is when it was leased.
-  basic_lease(Pool* pool, const std::string& key, std::unique_ptr<connection_type> conn, time_point since)
-      : pool_(pool), key_(&key), conn_(std::move(conn)), since_(since) {}
-  basic_lease(basic_lease&& other) noexcept
-      : pool_(std::exchange(other.pool_, nullptr)), key_(other.key_), conn_(std::move(other.conn_)),
-        since_(other.since_), reusable_(other.reusable_) {}
-  basic_lease& operator=(basic_lease&&) = delete;
-  ~basic_lease() {
-    if (pool_) pool_->give_back(*key_, std::move(conn_), reusable_, since_);
-  }
-
-  connection_type* get() const noexcept { return conn_.get(); }
-  void attach(std::unique_ptr<connection_type> conn) { conn_ = std::move(conn); }
-  void mark_reusable() noexcept { reusable_ = true; }
-
-private:
-  Pool* pool_;
-  const std::string* key_; ///< the pool's key of the origin (no copy per lease)
-  std::unique_ptr<connection_type> conn_;
-  time_point since_; ///< when it was leased: how long its exchange held it
-  bool reusable_ = false;
-};
 
 /// `Connection` needs `bool is_stale()` (closed by the peer or holding bytes
 /// nobody asked for; looked at before reuse) and `void close()`. `Clock`
@@ -216,14 +180,14 @@ public:
       per_origin& o = origins_[key];
       --o.leased;
       const time_point now = now_();
-      o.note_exchange(now - since);
+      o.waiters.note_exchange(now - since);
       if (conn && reusable) {
         o.idle.push_back(idle_entry{std::move(conn), now});
       } else if (conn) {
         conn->close();
       }
-      refuse_too_late(o, now, refused);
-      if (!o.waiters.empty()) woken.emplace(take_next(o, now));
+      o.waiters.refuse_too_late(now, refused);
+      if (!o.waiters.empty()) woken.emplace(o.waiters.take_next(now));
       close_expired(now);
     }
     for (auto& late : refused)
@@ -239,7 +203,7 @@ public:
   duration exchange_estimate(const std::string& key) const {
     std::lock_guard lock(mutex_);
     const auto o = origins_.find(key);
-    return o == origins_.end() ? duration::zero() : o->second.estimate;
+    return o == origins_.end() ? duration::zero() : o->second.waiters.estimate();
   }
 
   void note_opened() {
@@ -289,30 +253,6 @@ public:
   }
 
 private:
-  /// A waiter: its handler, and when its attempt ends.
-  struct waiter {
-    waiter(std::uint64_t i, time_point d, wait_handler&& h) : id(i), deadline(d), handler(std::move(h)) {}
-    std::uint64_t id; ///< ids only grow: the lowest is the oldest
-    time_point deadline;
-    /// Moved out (by construction only: Boost 1.81's any_completion_handler
-    /// move assignment re-wraps the handler in itself) just before its
-    /// element is erased; the keys are never touched.
-    mutable wait_handler handler;
-  };
-  struct by_deadline {};
-
-  /// Waiters, one node each, in two orders: by id (arrival) and by deadline
-  /// (ties in arrival order). One that is cancelled is found in log(n) (a
-  /// queue thousands long is when cancellations come thickest, and the lock
-  /// is held while looking); the oldest, the next to become too late and
-  /// the one with the most time left are at the ends.
-  using waiter_queue = boost::multi_index_container<
-      waiter,
-      boost::multi_index::indexed_by<
-          boost::multi_index::ordered_unique<boost::multi_index::member<waiter, std::uint64_t, &waiter::id>>,
-          boost::multi_index::ordered_non_unique<boost::multi_index::tag<by_deadline>,
-                                                 boost::multi_index::member<waiter, time_point, &waiter::deadline>>>>;
-
   struct idle_entry {
     std::unique_ptr<Connection> conn;
     time_point since;
@@ -321,56 +261,8 @@ private:
   struct per_origin {
     std::vector<idle_entry> idle;
     std::size_t leased = 0;
-    waiter_queue waiters;
-    /// exchange_estimate(); zero until the first lease came back.
-    duration estimate = duration::zero();
-    bool estimated = false;
-
-    void note_exchange(duration held) {
-      if (held < duration::zero()) held = duration::zero();
-      if (!estimated) {
-        estimate = held; // the first sample alone, as TCP's first round trip
-        estimated = true;
-      } else {
-        estimate += (held - estimate) / 8;
-      }
-    }
+    origin_waiters<time_point> waiters;
   };
-
-  /// Whether a waiter due at `deadline` can still fit an exchange from `now`.
-  static bool fits(const per_origin& o, time_point deadline, time_point now) {
-    return deadline >= instant_after(now, o.estimate);
-  }
-
-  /// Takes out every waiter of `o` that can no longer fit an exchange (the
-  /// earliest deadlines first), for their handlers to be told
-  /// pool_error::too_late once the lock is let go. With the mutex held.
-  static void refuse_too_late(per_origin& o, time_point now, std::vector<wait_handler>& out) {
-    auto& by_time = o.waiters.template get<by_deadline>();
-    while (!by_time.empty() && !fits(o, by_time.begin()->deadline, now)) {
-      out.emplace_back(std::move(by_time.begin()->handler));
-      by_time.erase(by_time.begin());
-    }
-  }
-
-  /// Takes out the waiter a freed place goes to (`o` has one, and all fit):
-  /// the oldest while it has time for two exchanges; when it has less, it
-  /// is about to give up and the queue is not worked off in time (a
-  /// standing queue: overload), so the waiter with the most time left, the
-  /// newest among equals. With the mutex held.
-  static wait_handler take_next(per_origin& o, time_point now) {
-    const auto oldest = o.waiters.begin();
-    if (fits(o, oldest->deadline, instant_after(now, o.estimate))) {
-      wait_handler handler(std::move(oldest->handler));
-      o.waiters.erase(oldest);
-      return handler;
-    }
-    auto& by_time = o.waiters.template get<by_deadline>();
-    const auto most_time = std::prev(by_time.end());
-    wait_handler handler(std::move(most_time->handler));
-    by_time.erase(most_time);
-    return handler;
-  }
 
   /// At most once per idle timeout, closes the idle connections that are
   /// past it, whatever their origin, and forgets origins left with nothing:
@@ -395,10 +287,7 @@ private:
     std::lock_guard lock(mutex_);
     shut_down_ = true;
     registry_ = nullptr;
-    for (auto& [key, o] : origins_) {
-      for (const waiter& w : o.waiters) out.emplace_back(std::move(w.handler));
-      o.waiters.clear();
-    }
+    for (auto& [key, o] : origins_) o.waiters.take_all(out);
   }
 
   void add_waiter(const std::string& key, time_point deadline, wait_handler handler) {
@@ -423,22 +312,18 @@ private:
         return;
       }
       const time_point now = now_();
-      refuse_too_late(o, now, refused);
-      if (!fits(o, deadline, now)) {
+      o.waiters.refuse_too_late(now, refused);
+      if (!o.waiters.fits(deadline, now)) {
         refused.push_back(std::move(handler));
       } else {
         const std::uint64_t id = next_waiter_id_++;
-        o.waiters.emplace_hint(o.waiters.end(), id, deadline, std::move(handler));
+        o.waiters.add(id, deadline, std::move(handler));
         if (slot.is_connected()) {
           slot.assign([this, key, id](boost::asio::cancellation_type) {
             std::optional<wait_handler> cancelled;
             {
               std::lock_guard inner(mutex_);
-              if (const auto o = origins_.find(key); o != origins_.end())
-                if (const auto w = o->second.waiters.find(id); w != o->second.waiters.end()) {
-                  cancelled.emplace(std::move(w->handler));
-                  o->second.waiters.erase(w);
-                }
+              if (const auto o = origins_.find(key); o != origins_.end()) o->second.waiters.cancel(id, cancelled);
             }
             if (cancelled)
               boost::asio::post(executor_,

@@ -9,55 +9,17 @@
 #include <coretry/http/request_options.hpp>
 #include <coretry/http/url.hpp>
 
+#include "address_health.hpp"
 #include "connect.hpp"
 #include "streamed_body.hpp"
 
-#include <algorithm>
-#include <array>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace coretry::http::detail {
-
-/// The addresses an operation's attempts used, the latest last (at most
-/// the latest `capacity`): a retry or a hedge prefers another address.
-/// Attempts of one operation may run at once (hedges): guarded.
-class used_addresses {
-public:
-  static constexpr std::size_t capacity = 8;
-  using endpoint = boost::asio::ip::tcp::endpoint;
-
-  used_addresses() = default;
-  used_addresses(used_addresses&& other) noexcept : list_(other.list_), count_(other.count_) {}
-  used_addresses& operator=(used_addresses&&) = delete;
-
-  /// `at` becomes the latest.
-  void add(const endpoint& at) {
-    std::lock_guard lock(mutex_);
-    const auto first = list_.begin();
-    const auto last = first + static_cast<std::ptrdiff_t>(count_);
-    if (const auto found = std::find(first, last, at); found != last) std::rotate(found, found + 1, last);
-    else if (count_ < capacity) ++count_;
-    else std::rotate(first, first + 1, last); // the oldest makes room
-    list_[count_ - 1] = at;
-  }
-
-  /// Copies the list into `out`; its length.
-  std::size_t copy(std::array<endpoint, capacity>& out) const {
-    std::lock_guard lock(mutex_);
-    std::copy_n(list_.begin(), count_, out.begin());
-    return count_;
-  }
-
-private:
-  mutable std::mutex mutex_;
-  std::array<endpoint, capacity> list_{};
-  std::size_t count_ = 0;
-};
 
 /// What the requests to one origin share: the pool's key and the Host value
 /// the client sends when a request has none. Made once per origin
@@ -88,6 +50,8 @@ struct prepared_request {
   phase_observer* phases = nullptr;
   /// Idempotent by method, made repeatable by an Idempotency-Key, or neither.
   repeat_safety safety = repeat_safety::unsafe;
+  /// The addresses this operation's attempts used (address_health.hpp):
+  /// the one thing of it that changes, as its attempts connect.
   mutable used_addresses used;
   /// Idempotent or keyed: may be sent again after an ambiguous failure.
   bool repeatable() const noexcept { return safety != repeat_safety::unsafe; }

@@ -45,14 +45,8 @@ struct race_state {
 
 } // namespace
 
-bool address_failed(const error_code& ec) noexcept {
-  return ec == asio::error::connection_refused || ec == asio::error::connection_reset ||
-         ec == asio::error::connection_aborted || ec == asio::error::host_unreachable ||
-         ec == asio::error::network_unreachable || ec == asio::error::timed_out;
-}
-
 asio::awaitable<race_result> race_connect(const std::vector<tcp::endpoint>& endpoints, duration attempt_delay,
-                                          const std::function<void(const tcp::endpoint&)>& failed) {
+                                          const std::function<void(const connect_report&)>& report) {
   const auto ex = co_await asio::this_coro::executor;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   auto state = std::make_shared<race_state>(ex);
@@ -110,16 +104,18 @@ asio::awaitable<race_result> race_connect(const std::vector<tcp::endpoint>& endp
     co_await state->wake.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 
-  // Each address that failed is told, and each that the winner outran
-  // although it started first, by at least the attempt delay.
+  // What became of each address but the winner is reported; whether it
+  // counts against the address is address_health's rule.
   const auto ended_at = clock_type::now();
-  const auto winner_started = state->winner ? state->contenders[*state->winner].started : clock_type::time_point{};
+  const duration winner_tried = state->winner ? ended_at - state->contenders[*state->winner].started : duration{};
   for (std::size_t i = 0; i < state->contenders.size(); ++i) {
     contender& c = state->contenders[i];
     if (state->winner && i == *state->winner) continue;
-    const bool outran = state->winner && !c.done && c.started < winner_started &&
-                        ended_at - c.started >= (ended_at - winner_started) + attempt_delay;
-    if (address_failed(c.error) || outran) failed(c.at);
+    report({.at = c.at,
+            .error = c.error,
+            .outrun = state->winner && !c.done,
+            .tried = ended_at - c.started,
+            .winner_tried = winner_tried});
     error_code ignored;
     c.socket.close(ignored); // a connect still running completes, aborted, into the shared state
   }

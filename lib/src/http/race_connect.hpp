@@ -6,6 +6,8 @@
 
 #include <coretry/policy.hpp>
 
+#include "address_health.hpp"
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
@@ -22,24 +24,19 @@ struct race_result {
   boost::asio::ip::tcp::endpoint winner;
 };
 
-/// Whether a connection's failure says something of the address (refused,
-/// unreachable, reset, timed out), not of this machine (out of descriptors
-/// or buffers) or of the caller (cancelled).
-bool address_failed(const boost::system::error_code& ec) noexcept;
-
 /// Connects to the first address; each further address is tried when
 /// `attempt_delay` has passed since the one before started, or at once when
 /// one fails (for each one that fails); the first connection made wins and
-/// every other is cancelled and closed. `failed` is told each address whose
-/// connection failed (address_failed), and each still trying when another
-/// won although it had started before the winner and had tried for at least
-/// `attempt_delay` longer than the winner took. Runs on the coroutine's
+/// every other is cancelled and closed. `report` is told what became of
+/// each address that did not win (address_health.hpp judges it): its own
+/// failure, or that it was still trying when another won, and for how long
+/// each had been trying. Runs on the coroutine's
 /// executor (which must be serial: the retry engine's attempts run on a
 /// strand); the coroutine's cancellation ends the race at once with
 /// operation_aborted, every socket closed. `endpoints` must not be empty.
 boost::asio::awaitable<race_result> race_connect(const std::vector<boost::asio::ip::tcp::endpoint>& endpoints,
                                                  duration attempt_delay,
-                                                 const std::function<void(const boost::asio::ip::tcp::endpoint&)>& failed);
+                                                 const std::function<void(const connect_report&)>& report);
 
 } // namespace coretry::http::detail
 

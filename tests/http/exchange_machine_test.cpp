@@ -211,6 +211,16 @@ TEST_CASE("exchange: a reused connection the server had closed") {
     CHECK(b.x.reached == stage::reading);
     CHECK(!b.x.res);
   }
+  SUBCASE("reset after an interim response arrived: a failure, the outcome unknown") {
+    bench b;
+    b.start(true);
+    b.written();
+    b.serve("HTTP/1.1 100 Continue\r\n\r\n", 4096, false);
+    b.take(b.machine->read(boost::asio::error::connection_reset, 0));
+    CHECK(b.release() == kind::close_connection);
+    CHECK(b.x.error == boost::asio::error::connection_reset);
+    CHECK(b.x.reached == stage::reading);
+  }
   SUBCASE("a request that may not be repeated is not tried again") {
     bench b;
     b.rules.repeatable = false;

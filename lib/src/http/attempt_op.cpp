@@ -1,36 +1,37 @@
 // One attempt of a request, as a composed operation: lease a connection
 // (waiting for one when the origin has none to spare), connect when the lease
 // brings none, then do what the exchange's rules (exchange_machine.hpp) ask:
-// write, read, try again on a fresh connection, keep or close the
-// connection. This file is their one driver and holds no rule of HTTP. Its
-// state is one block, from the handler's allocator (from the thread's block
-// cache when the handler names none), freed before the handler runs; every
-// step runs on the handler's executor and the last one calls the handler in
-// place (beast::async_base). A new connection's setup is one operation to
-// it, a coroutine (establish_within, connect.cpp): reusing a pooled
-// connection, the usual case, costs no frame.
+// write, read, go again on a fresh connection, keep or close the connection.
+// This file is their one driver and holds no rule of HTTP. Its state is one
+// block, from the handler's allocator (from the thread's block cache when
+// the handler names none), freed before the handler runs; every step runs on
+// the handler's executor and the last one calls the handler in place
+// (beast::async_base). A new connection's setup is one operation to it, a
+// coroutine (establish_within): reusing a pooled connection costs no frame.
 //
 // Every failure is recorded in the exchange, with how far the attempt got,
 // so that the classifier can tell "never sent" from "outcome unknown". A
 // cancellation that arrives between two steps is kept (a cancellation_state
 // between the handler's slot and the inner operations) and looked at once,
 // before each operation starts (stopped): Beast's http::async_read (Boost
-// 1.81) starts its next read without looking, so the response is read one
-// read_some at a time.
+// 1.81) would start its next read without looking.
 
 #include <coretry/http/client.hpp>
 
 #include <coretry/detail/block_cache.hpp>
-#include <coretry/with_deadline.hpp>
 
 #include "attempt_op.hpp"
+#include "client_state.hpp"
+#include "prepare.hpp"
 
+#include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/async_base.hpp>
-#include <boost/asio/write.hpp>
 
+#include <array>
+#include <optional>
+#include <span>
 #include <string>
 #include <variant>
 
@@ -53,6 +54,45 @@ void end_phases(exchange& x, const prepared_request& prepared, unsigned attempt)
   if (prepared.phases)
     prepared.phases->attempt_phases({prepared.route, attempt, x.phases, x.reused_connection, x.res.has_value()});
 }
+
+/// What one attempt keeps from its start to its end: one block.
+struct attempt_state {
+  attempt_state(std::shared_ptr<client_state> s, std::shared_ptr<const prepared_request> p,
+                attempt_context<std::chrono::steady_clock> c, asio::cancellation_slot parent)
+      : state(std::move(s)), prepared(std::move(p)), context(c), parent(parent), cancel(parent),
+        machine(exchange_rules_of(state->options, *prepared), x) {}
+
+  std::shared_ptr<client_state> state;
+  std::shared_ptr<const prepared_request> prepared;
+  attempt_context<std::chrono::steady_clock> context;
+  /// The handler's slot, which `cancel` is installed in.
+  asio::cancellation_slot parent;
+  /// Between the handler's slot and the inner operations: remembers a
+  /// cancellation that came while none was running.
+  asio::cancellation_state cancel;
+  exchange x;
+  /// The attempt's own copy of the request, when its body is reopened or a
+  /// decorator changes it; `req` is what is sent.
+  std::optional<request> per_attempt;
+  const request* req = nullptr;
+  name_and_port target;
+  /// The addresses this operation's earlier attempts (and hedges) used: a
+  /// connection to another is preferred when there is one.
+  std::array<asio::ip::tcp::endpoint, used_addresses::capacity> used_list;
+  std::span<const asio::ip::tcp::endpoint> avoid;
+  clock::time_point lease_at; ///< the time leases are judged at
+  std::optional<lease> held;
+  std::optional<connect_context> setup;
+  /// The rules of the exchange on the connection (exchange_machine.hpp).
+  exchange_machine machine;
+  /// What an attempt that ended inside its initiating call threw, until the
+  /// post that reports it runs.
+  std::exception_ptr failure;
+
+  bool cancelled() const { return cancellation_requested(cancel); }
+  connection& conn() const { return *held->get(); }
+  const client_options& options() const { return state->options; }
+};
 
 class attempt_op : public beast::async_base<attempt_handler, asio::any_io_executor> {
   using base = beast::async_base<attempt_handler, asio::any_io_executor>;
@@ -115,7 +155,7 @@ public:
   void operator()(error_code ec, std::size_t n) {
     guarded(true, [&] {
       if (step_ == step::writing) written(ec, n);
-      else got(ec, n);
+      else run(s_->machine.read(ec, n), true);
     });
   }
 
@@ -124,7 +164,7 @@ public:
     guarded(true, [&] {
       if (done.exception) return fail(true, done.exception);
       const error_code ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
-      got(ec, done.value ? *done.value : 0);
+      run(s_->machine.read(ec, done.value ? *done.value : 0), true);
     });
   }
 
@@ -290,12 +330,11 @@ private:
     case kind::write:
       if (stopped(cont)) return;
       step_ = step::writing;
-      std::visit([this, &next](auto& stream) { asio::async_write(stream, next.out, std::move(*this)); },
-                 s.conn().stream);
-      return;
+      return async_write_all(s.conn(), next.out, std::move(*this));
     case kind::read:
       if (stopped(cont)) return;
-      return read_some(next.in);
+      step_ = step::reading;
+      return async_read_within(s.conn(), next.in, s.options().idle_timeout, ex_, std::move(*this));
     case kind::retry_fresh:
       if (s.cancelled()) return run(s.machine.retry_refused(), cont);
       return lease_again(cont);
@@ -314,29 +353,6 @@ private:
     if (!ec) s_->x.phases.enter(phase::first_byte, clock::now());
     run(s_->machine.written(ec, n), true);
   }
-
-  void read_some(asio::mutable_buffer space) {
-    connection& conn = s_->conn();
-    step_ = step::reading;
-    const duration idle = s_->options().idle_timeout;
-    if (idle == duration::zero()) {
-      std::visit([this, space](auto& stream) { stream.async_read_some(space, std::move(*this)); }, conn.stream);
-      return;
-    }
-    // With an idle limit, every read must bring something within it; the
-    // attempt's deadline still bounds the whole. The read itself is the
-    // operation: its handler carries the deadline's slot to the socket.
-    std::visit(
-        [this, space, idle](auto& stream) {
-          auto read_some = [&stream, space](auto handler) { stream.async_read_some(space, std::move(handler)); };
-          const asio::any_io_executor ex = ex_;
-          async_with_deadline<std::size_t>(ex, instant_after(asio::steady_timer::clock_type::now(), idle),
-                                           read_some, std::move(*this));
-        },
-        conn.stream);
-  }
-
-  void got(error_code ec, std::size_t n) { run(s_->machine.read(ec, n), true); }
 
   /// The reused connection was closed by the server before a byte of
   /// answer: the request goes again on a fresh one within the same attempt;
@@ -394,7 +410,6 @@ private:
     if (s_->parent.is_connected()) s_->parent.clear();
     free_state();
   }
-
 
   state_allocator handler_allocator() const {
     return state_allocator(asio::get_associated_allocator(this->handler()));

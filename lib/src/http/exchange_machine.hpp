@@ -92,7 +92,8 @@ public:
   /// the end of the stream.
   exchange_action read(const boost::system::error_code& ec, std::size_t n);
 
-  /// The next operation could not start (the attempt was cancelled, say).
+  /// The next operation could not start (the attempt was cancelled, say);
+  /// also before start(), when there is no connection to exchange on yet.
   exchange_action failed(const boost::system::error_code& ec) { return end(ec); }
 
   /// The driver does not retry after all (it was cancelled): the connection

@@ -1,41 +1,33 @@
 // One attempt of a request, as a composed operation: lease a connection
 // (waiting for one when the origin has none to spare), connect when the lease
-// brings none, write the request, read its response one bounded read at a
-// time, give the connection back. Its state is one block, from the handler's
-// allocator (from the thread's block cache when the handler names none),
-// freed before the handler runs; every step runs on the handler's executor
-// and the last one calls the handler in place (beast::async_base). Only a
-// new connection's setup is a coroutine (establish): reusing a pooled
-// connection, the usual case, costs no frame.
+// brings none, then do what the exchange's rules (exchange_machine.hpp) ask:
+// write, read, go again on a fresh connection, keep or close the connection.
+// This file is their one driver and holds no rule of HTTP. Its state is one
+// block, from the handler's allocator (from the thread's block cache when
+// the handler names none), freed before the handler runs; every step runs on
+// the handler's executor and the last one calls the handler in place
+// (beast::async_base). A new connection's setup is one operation to it, a
+// coroutine (establish_within): reusing a pooled connection costs no frame.
 //
 // Every failure is recorded in the exchange, with how far the attempt got,
 // so that the classifier can tell "never sent" from "outcome unknown". A
 // cancellation that arrives between two steps is kept (a cancellation_state
-// between the handler's slot and the inner operations) and looked at before
-// each step: Beast's http::async_read (Boost 1.81) starts its next read
-// without looking, so the response is read here one read_some at a time.
+// between the handler's slot and the inner operations) and looked at once,
+// before each operation starts (stopped): Beast's http::async_read (Boost
+// 1.81) would start its next read without looking.
 
 #include <coretry/http/client.hpp>
 
 #include <coretry/detail/block_cache.hpp>
-#include <coretry/with_deadline.hpp>
 
 #include "attempt_op.hpp"
 #include "client_state.hpp"
 #include "prepare.hpp"
-#include "request_head.hpp"
-#include "response_reading.hpp"
 
 #include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/async_base.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/asio/write.hpp>
 
 #include <array>
 #include <optional>
@@ -47,23 +39,14 @@ namespace coretry::http {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace beast_http = boost::beast::http;
 using boost::system::error_code;
 
 namespace detail {
-
-bool closed_by_peer(const error_code& ec) {
-  return ec == asio::error::eof || ec == beast_http::error::end_of_stream || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
-}
 
 namespace {
 
 using clock = phase_timings::clock;
 using attempt_handler = asio::any_completion_handler<void(std::exception_ptr, exchange)>;
-
-/// The most room a connection keeps for the next request's head.
-constexpr std::size_t max_kept_head = 16 * 1024;
 
 /// Ends the attempt's last phase and tells the request's phase observer.
 void end_phases(exchange& x, const prepared_request& prepared, unsigned attempt) {
@@ -76,7 +59,8 @@ void end_phases(exchange& x, const prepared_request& prepared, unsigned attempt)
 struct attempt_state {
   attempt_state(std::shared_ptr<client_state> s, std::shared_ptr<const prepared_request> p,
                 attempt_context<std::chrono::steady_clock> c, asio::cancellation_slot parent)
-      : state(std::move(s)), prepared(std::move(p)), context(c), parent(parent), cancel(parent) {}
+      : state(std::move(s)), prepared(std::move(p)), context(c), parent(parent), cancel(parent),
+        machine(exchange_rules_of(state->options, *prepared), x) {}
 
   std::shared_ptr<client_state> state;
   std::shared_ptr<const prepared_request> prepared;
@@ -99,10 +83,8 @@ struct attempt_state {
   clock::time_point lease_at; ///< the time leases are judged at
   std::optional<lease> held;
   std::optional<connect_context> setup;
-  std::optional<beast_http::response_parser<streamed_body>> parser;
-  unsigned interim = 0;      ///< interim responses skipped so far
-  bool answered = false;     ///< a byte of a response arrived
-  bool keep_alive = false;   ///< the connection may carry another request
+  /// The rules of the exchange on the connection (exchange_machine.hpp).
+  exchange_machine machine;
   /// What an attempt that ended inside its initiating call threw, until the
   /// post that reports it runs.
   std::exception_ptr failure;
@@ -111,20 +93,6 @@ struct attempt_state {
   connection& conn() const { return *held->get(); }
   const client_options& options() const { return state->options; }
 };
-
-/// A new connection's setup within client_options::connect_timeout (and the
-/// attempt's deadline, which reaches it as cancellation).
-asio::awaitable<error_code> connect_within(attempt_state& s, asio::any_io_executor ex) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto connecting = establish(s.prepared->where, *s.setup, s.avoid, *s.held, s.x);
-  if (s.options().connect_timeout == duration::zero()) co_return co_await std::move(connecting);
-  auto done = co_await async_with_deadline<error_code>(
-      ex, instant_after(asio::steady_timer::clock_type::now(), s.options().connect_timeout), std::move(connecting),
-      asio::use_awaitable);
-  if (done.exception) std::rethrow_exception(done.exception);
-  co_return done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
-                                                   : done.error ? done.error : *done.value;
-}
 
 class attempt_op : public beast::async_base<attempt_handler, asio::any_io_executor> {
   using base = beast::async_base<attempt_handler, asio::any_io_executor>;
@@ -187,7 +155,7 @@ public:
   void operator()(error_code ec, std::size_t n) {
     guarded(true, [&] {
       if (step_ == step::writing) written(ec, n);
-      else got(ec, n);
+      else run(s_->machine.read(ec, n), true);
     });
   }
 
@@ -196,7 +164,7 @@ public:
     guarded(true, [&] {
       if (done.exception) return fail(true, done.exception);
       const error_code ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
-      got(ec, done.value ? *done.value : 0);
+      run(s_->machine.read(ec, done.value ? *done.value : 0), true);
     });
   }
 
@@ -243,7 +211,13 @@ private:
     if (const auto key = prepared.req.find("Idempotency-Key"); key != prepared.req.end())
       x.idempotency_key = std::string(key->value());
     s.req = &prepared.req;
-    if ((prepared.body || prepared.decorate) && !per_attempt_request()) return finish(false);
+    if (prepared.body || prepared.decorate) {
+      if (auto problem = copy_for_attempt(prepared, s.context, s.options().user_agent, s.per_attempt)) {
+        x.problem = std::move(*problem);
+        return finish(false);
+      }
+      s.req = &*s.per_attempt;
+    }
     s.target = connection_target(prepared.where);
     s.avoid = std::span<const asio::ip::tcp::endpoint>(s.used_list.data(), prepared.used.copy(s.used_list));
     lease(false);
@@ -270,41 +244,6 @@ private:
     connected(true);
   }
 
-  /// Makes the attempt's own copy of the request (body reopened, decorator
-  /// applied); false when it must not be sent, with the problem recorded.
-  bool per_attempt_request() {
-    attempt_state& s = *s_;
-    const prepared_request& prepared = *s.prepared;
-    std::optional<std::string> body;
-    if (prepared.body) {
-      // A streamed body is reopened for every attempt, never resent consumed.
-      body = prepared.body(s.context.number);
-      if (!body) {
-        s.x.problem = "the request body cannot be reproduced for attempt " + std::to_string(s.context.number);
-        return false;
-      }
-    }
-    // The copy is the request as it will be sent: a decorator (one that
-    // signs the request, say) sees the target, Host and User-Agent.
-    request& copy = s.per_attempt.emplace(prepared.req);
-    if (copy.target().empty()) copy.target(prepared.target);
-    if (copy.find(beast_http::field::host) == copy.end()) copy.set(beast_http::field::host, prepared.names->host);
-    const std::string& user_agent = s.options().user_agent;
-    if (!user_agent.empty() && copy.find(beast_http::field::user_agent) == copy.end())
-      copy.set(beast_http::field::user_agent, user_agent);
-    if (body) {
-      copy.body() = std::move(*body);
-      copy.prepare_payload();
-    }
-    if (prepared.decorate) prepared.decorate(copy, s.context);
-    s.req = &*s.per_attempt;
-    if (auto problem = request_problem(*s.per_attempt)) {
-      s.x.problem = "after the request decorator: " + *problem;
-      return false;
-    }
-    return true;
-  }
-
   bool try_lease() {
     attempt_state& s = *s_;
     auto got = s.state->pool.try_lease(*s.prepared->where.key, [&s](const connection& c) {
@@ -327,10 +266,7 @@ private:
 
   void wait_for_connection(bool cont) {
     attempt_state& s = *s_;
-    if (s.cancelled()) {
-      s.x.error = asio::error::operation_aborted;
-      return finish(cont);
-    }
+    if (stopped(cont)) return;
     step_ = step::starting;
     // The attempt's deadline goes with it: a waiter that can no longer fit
     // an exchange is refused (pool_error::too_late) rather than woken.
@@ -344,201 +280,94 @@ private:
       s.x.address = c->peer;
       return connected(cont);
     }
+    if (stopped(cont)) return;
     // The read buffer's bound is what limits a chunk-size line, its
     // extensions and the trailers: Beast 1.81's parser waits for a whole
     // line however long it is.
-    // A cancellation that came while no operation ran (between the pool's
-    // wake-up and this step) would not reach the setup's own state.
-    if (s.cancelled()) {
-      s.x.error = asio::error::operation_aborted;
-      return finish(cont);
-    }
     client_state& c = *s.state;
     s.setup.emplace(connect_context{c.tls, c.pool, c.health,
                                     std::size_t{c.options.header_limit} + c.options.line_limit,
                                     c.options.header_limit, c.options.connection_attempt_delay});
     step_ = step::starting;
-    asio::co_spawn(ex_, connect_within(s, ex_), std::move(*this));
+    asio::co_spawn(ex_, establish_within(s.prepared->where, *s.setup, s.avoid, *s.held, s.x, c.options.connect_timeout),
+                   std::move(*this));
   }
 
   void connected(bool cont) {
     attempt_state& s = *s_;
     s.prepared->used.add(*s.x.address);
-    s.x.reached = stage::writing;
     s.x.phases.enter(phase::write, clock::now());
-    if (s.cancelled()) {
-      s.x.error = asio::error::operation_aborted;
-      return after_exchange(cont);
-    }
     connection& conn = s.conn();
-    write_request_head(conn.head, *s.req,
-                       {s.prepared->target, s.prepared->names->host, s.state->options.user_agent});
-    step_ = step::writing;
-    std::visit(
-        [this, &s, &conn](auto& stream) {
-          asio::async_write(stream, request_buffers(conn.head, *s.req), std::move(*this));
-        },
-        conn.stream);
+    run(s.machine.start(*s.req, conn.buffer, conn.head, s.x.reused_connection), cont);
+  }
+
+  /// The one look at cancellation, before each operation starts: one that
+  /// came while no operation ran reaches none, and an attempt could wait
+  /// forever on a server that never answers. True when the attempt ends
+  /// here, with operation_aborted.
+  bool stopped(bool cont) {
+    if (!s_->cancelled()) return false;
+    run(s_->machine.failed(asio::error::operation_aborted), cont);
+    return true;
+  }
+
+  /// Does what the exchange's rules ask next.
+  void run(const exchange_action& next, bool cont) {
+    using kind = exchange_action::kind;
+    attempt_state& s = *s_;
+    if (next.answered || next.complete) {
+      // One clock read: the first byte of any response (an interim one
+      // included) ends the wait for the server; the final response's end
+      // ends the reading.
+      const clock::time_point now = clock::now();
+      if (next.answered) s.x.phases.enter(phase::read, now);
+      if (next.complete) {
+        s.x.phases.finish(now);
+        s.x.received_at = std::chrono::system_clock::now();
+      }
+    }
+    switch (next.next) {
+    case kind::write:
+      if (stopped(cont)) return;
+      step_ = step::writing;
+      return async_write_all(s.conn(), next.out, std::move(*this));
+    case kind::read:
+      if (stopped(cont)) return;
+      step_ = step::reading;
+      return async_read_within(s.conn(), next.in, s.options().idle_timeout, ex_, std::move(*this));
+    case kind::retry_fresh:
+      if (s.cancelled()) return run(s.machine.retry_refused(), cont);
+      return lease_again(cont);
+    case kind::keep_connection:
+      s.held->mark_reusable();
+      [[fallthrough]];
+    case kind::close_connection:
+      s.held.reset();
+      return run(s.machine.released(), cont); // the caller's validation may throw: guarded
+    case kind::done:
+      return finish(cont);
+    }
   }
 
   void written(error_code ec, std::size_t n) {
-    attempt_state& s = *s_;
-    s.x.bytes_written = n;
-    // A large head's room is not kept with an idle connection.
-    if (std::string& head = s.conn().head; head.capacity() > max_kept_head) std::string().swap(head);
-    if (ec) {
-      s.x.error = ec;
-      return after_exchange(true);
-    }
-    s.x.reached = stage::reading;
-    s.x.phases.enter(phase::first_byte, clock::now());
-    next_response(true);
+    if (!ec) s_->x.phases.enter(phase::first_byte, clock::now());
+    run(s_->machine.written(ec, n), true);
   }
 
-  /// Interim responses (100 Continue, 103 Early Hints) come before the final
-  /// one (RFC 9110 §15.2): each is read with a fresh parser and skipped, up
-  /// to a bound: a server sending them forever would hold the attempt to its
-  /// end.
-  void next_response(bool cont) {
-    attempt_state& s = *s_;
-    const client_options& options = s.options();
-    if (s.interim > options.max_interim_responses) {
-      s.x.error = response_error::too_many_interim_responses;
-      return after_exchange(cont);
-    }
-    auto& parser = s.parser.emplace();
-    parser.header_limit(options.header_limit);
-    parser.body_limit(options.body_limit);
-    // A body that may go to the sink is bounded by the sink, not by the
-    // parser; one kept in memory still by body_limit (in the body itself).
-    parser.get().body().limit = options.body_limit;
-    if (s.prepared->streaming.enabled()) {
-      parser.body_limit(boost::none);
-      parser.get().body().streaming = &s.prepared->streaming;
-    }
-    if (s.req->method() == beast_http::verb::head) parser.skip(true);
-    read_more(cont);
-  }
-
-  /// Parses what is buffered, then reads more unless the response is done.
-  void read_more(bool cont) {
-    attempt_state& s = *s_;
-    connection& conn = s.conn();
-    if (const error_code ec = parse_buffered(conn.buffer, *s.parser)) { // the body sink runs here
-      s.x.error = ec;
-      return after_exchange(cont);
-    }
-    if (s.parser->is_done()) return response_done(cont);
-    if (s.cancelled()) {
-      s.x.error = asio::error::operation_aborted;
-      return after_exchange(cont);
-    }
-    const std::size_t size = next_read_size(conn.buffer);
-    if (size == 0) {
-      s.x.error = full_buffer_error(*s.parser); // one unfinished line fills the bounded buffer
-      return after_exchange(cont);
-    }
-    const auto space = conn.buffer.prepare(size);
-    step_ = step::reading;
-    const duration idle = s.options().idle_timeout;
-    if (idle == duration::zero()) {
-      std::visit([this, space](auto& stream) { stream.async_read_some(space, std::move(*this)); }, conn.stream);
-      return;
-    }
-    // With an idle limit, every read must bring something within it; the
-    // attempt's deadline still bounds the whole. The read itself is the
-    // operation: its handler carries the deadline's slot to the socket.
-    std::visit(
-        [this, space, idle](auto& stream) {
-          auto read_some = [&stream, space](auto handler) { stream.async_read_some(space, std::move(handler)); };
-          const asio::any_io_executor ex = ex_;
-          async_with_deadline<std::size_t>(ex, instant_after(asio::steady_timer::clock_type::now(), idle),
-                                           read_some, std::move(*this));
-        },
-        conn.stream);
-  }
-
-  void got(error_code ec, std::size_t n) {
-    attempt_state& s = *s_;
-    beast::flat_buffer& buffer = s.conn().buffer;
-    buffer.commit(n);
-    if (n != 0 && !s.answered) {
-      // The first byte of any response (an interim one included): the wait
-      // for the server ends, the reading of the rest begins.
-      s.answered = true;
-      s.x.phases.enter(phase::read, clock::now());
-    }
-    if (ec == asio::error::eof) {
-      // The server closed: that ends a body delimited by the connection's
-      // end; anything else is cut short.
-      if (!s.parser->got_some()) {
-        s.x.error = beast_http::error::end_of_stream;
-        return after_exchange(true);
-      }
-      ec = {};
-      s.parser->put_eof(ec);
-      if (ec) {
-        s.x.error = ec;
-        return after_exchange(true);
-      }
-      return response_done(true);
-    }
-    if (ec) {
-      s.x.error = ec;
-      return after_exchange(true);
-    }
-    read_more(true);
-  }
-
-  void response_done(bool cont) {
-    attempt_state& s = *s_;
-    auto& parser = *s.parser;
-    const unsigned status = parser.get().result_int();
-    if (is_interim(status)) {
-      ++s.interim;
-      return next_response(cont);
-    }
-    // The parser knows what the message alone does not: a body that ended
-    // with the connection. A request that asked to close, and a connection
-    // switched to another protocol, are not reused either. Bytes beyond the
-    // response (a server that sent more than it announced) would be read as
-    // the next request's answer: such a connection is closed.
-    s.keep_alive = parser.keep_alive() && s.req->keep_alive() && status != 101 && s.conn().buffer.size() == 0;
-    s.x.res.emplace(to_response(parser.release()));
-    s.parser.reset();
-    s.x.phases.finish(clock::now());
-    s.x.received_at = std::chrono::system_clock::now();
-    s.x.reached = stage::complete;
-    after_exchange(cont);
-  }
-
-  void after_exchange(bool cont) {
+  /// The reused connection was closed by the server before a byte of
+  /// answer: the request goes again on a fresh one within the same attempt;
+  /// the closed connection is dropped with its lease.
+  void lease_again(bool cont) {
     attempt_state& s = *s_;
     exchange& x = s.x;
-    // A repeatable request that found its reused connection closed by the
-    // server after the check before reuse, before a byte of answer, goes
-    // again on a fresh one within the same attempt. The closed connection is
-    // dropped with its lease.
-    if (x.reused_connection && !s.answered && closed_by_peer(x.error) && s.prepared->repeatable() &&
-        !s.cancelled()) {
-      s.state->pool.note_stale();
-      exchange fresh;
-      fresh.idempotency_key = std::move(x.idempotency_key);
-      fresh.proxy = std::move(x.proxy);
-      fresh.phases = x.phases; // the attempt's clock goes on
-      x = std::move(fresh);
-      s.parser.reset();
-      s.held.reset();
-      s.interim = 0;
-      s.keep_alive = false;
-      return lease(cont);
-    }
-    // Only a connection whose exchange ended cleanly goes back to the pool.
-    if (!x.error && s.keep_alive) s.held->mark_reusable();
+    s.state->pool.note_stale();
+    exchange fresh;
+    fresh.idempotency_key = std::move(x.idempotency_key);
+    fresh.proxy = std::move(x.proxy);
+    fresh.phases = x.phases; // the attempt's clock goes on
+    x = std::move(fresh);
     s.held.reset();
-    if (x.res && x.res->result_int() >= 200 && x.res->result_int() < 300 && s.prepared->validate)
-      if (auto problem = s.prepared->validate(*x.res)) x.problem = std::move(*problem); // may throw: guarded
-    finish(cont);
+    lease(cont);
   }
 
   /// The attempt's end: its exchange to the handler, in place (a step
@@ -550,7 +379,6 @@ private:
       return;
     }
     attempt_state& s = *s_;
-    s.parser.reset();
     s.held.reset(); // the connection goes back (or is closed) before the caller hears
     try {
       end_phases(s.x, *s.prepared, s.context.number);
@@ -571,7 +399,6 @@ private:
       asio::post(ex, std::move(*this));
       return;
     }
-    s_->parser.reset();
     s_->held.reset();
     release_state();
     this->complete_now(std::move(e), exchange{});
@@ -583,7 +410,6 @@ private:
     if (s_->parent.is_connected()) s_->parent.clear();
     free_state();
   }
-
 
   state_allocator handler_allocator() const {
     return state_allocator(asio::get_associated_allocator(this->handler()));

@@ -2,6 +2,7 @@
 #include "race_connect.hpp"
 
 #include <coretry/http/tls.hpp>
+#include <coretry/with_deadline.hpp>
 #include <coretry/net/authority.hpp>
 
 #include <boost/asio/append.hpp>
@@ -10,6 +11,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -198,6 +200,20 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
   if (cancellation_requested(cancel_state)) co_return asio::error::operation_aborted;
   auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
   co_return handshake_ec;
+}
+
+asio::awaitable<error_code> establish_within(const origin& where, const connect_context& c,
+                                             std::span<const tcp::endpoint> avoid, lease& held, exchange& x,
+                                             duration timeout) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  auto connecting = establish(where, c, avoid, held, x);
+  if (timeout == duration::zero()) co_return co_await std::move(connecting);
+  auto done = co_await async_with_deadline<error_code>(co_await asio::this_coro::executor,
+                                                       instant_after(asio::steady_timer::clock_type::now(), timeout),
+                                                       std::move(connecting), asio::use_awaitable);
+  if (done.exception) std::rethrow_exception(done.exception);
+  co_return done.error == attempt_error::timed_out ? error_code(asio::error::timed_out)
+                                                   : done.error ? done.error : *done.value;
 }
 
 } // namespace detail

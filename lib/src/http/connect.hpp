@@ -137,6 +137,13 @@ boost::asio::awaitable<boost::system::error_code> establish(const origin& where,
                                                             std::span<const boost::asio::ip::tcp::endpoint> avoid,
                                                             lease& held, exchange& x);
 
+/// establish within `timeout` (client_options::connect_timeout; zero: no
+/// limit of its own): asio::error::timed_out when it runs out. The attempt's
+/// deadline reaches it as cancellation.
+boost::asio::awaitable<boost::system::error_code> establish_within(
+    const origin& where, const connect_context& c, std::span<const boost::asio::ip::tcp::endpoint> avoid,
+    lease& held, exchange& x, duration timeout);
+
 } // namespace coretry::http::detail
 
 #endif

@@ -181,5 +181,30 @@ prepared_request prepare_request(url_parts&& parts, request&& req, const request
   return prepared;
 }
 
+std::optional<std::string> copy_for_attempt(const prepared_request& prepared,
+                                            const attempt_context<std::chrono::steady_clock>& context,
+                                            std::string_view user_agent, std::optional<request>& out) {
+  std::optional<std::string> body;
+  if (prepared.body) {
+    // A streamed body is reopened for every attempt, never resent consumed.
+    body = prepared.body(context.number);
+    if (!body) return "the request body cannot be reproduced for attempt " + std::to_string(context.number);
+  }
+  // The copy is the request as it will be sent: a decorator (one that signs
+  // the request, say) sees the target, Host and User-Agent.
+  request& copy = out.emplace(prepared.req);
+  if (copy.target().empty()) copy.target(prepared.target);
+  if (copy.find(beast_http::field::host) == copy.end()) copy.set(beast_http::field::host, prepared.names->host);
+  if (!user_agent.empty() && copy.find(beast_http::field::user_agent) == copy.end())
+    copy.set(beast_http::field::user_agent, user_agent);
+  if (body) {
+    copy.body() = std::move(*body);
+    copy.prepare_payload();
+  }
+  if (prepared.decorate) prepared.decorate(copy, context);
+  if (auto problem = request_problem(copy)) return "after the request decorator: " + *problem;
+  return std::nullopt;
+}
+
 } // namespace detail
 } // namespace coretry::http

@@ -87,6 +87,15 @@ std::string printable(std::string_view text, std::size_t most = 64);
 /// Checked on the prepared request and again on each decorated copy.
 std::optional<std::string> request_problem(const request& req);
 
+/// The attempt's own copy of the request in `out`, when its body is
+/// reopened (prepared.body) or a decorator changes it: the target, Host and
+/// User-Agent set as they will be sent, the body reopened for the attempt,
+/// the decorator applied. The problem when it must not be sent: a body that
+/// cannot be reproduced, or what request_problem finds after the decorator.
+std::optional<std::string> copy_for_attempt(const prepared_request& prepared,
+                                            const attempt_context<std::chrono::steady_clock>& context,
+                                            std::string_view user_agent, std::optional<request>& out);
+
 } // namespace coretry::http::detail
 
 #endif

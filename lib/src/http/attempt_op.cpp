@@ -10,11 +10,11 @@
 // coroutine (establish_within): reusing a pooled connection costs no frame.
 //
 // Every failure is recorded in the exchange, with how far the attempt got,
-// so that the classifier can tell "never sent" from "outcome unknown". A
-// cancellation that arrives between two steps is kept (a cancellation_state
-// between the handler's slot and the inner operations) and looked at once,
-// before each operation starts (stopped): Beast's http::async_read (Boost
-// 1.81) would start its next read without looking.
+// so the classifier can tell "never sent" from "outcome unknown". A
+// cancellation between two steps is kept (a cancellation_state between the
+// handler's slot and the inner operations) and looked at once, before each
+// operation starts (stopped): Beast's http::async_read (Boost 1.81) would
+// start its next read without looking.
 
 #include <coretry/http/client.hpp>
 
@@ -33,7 +33,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <variant>
 
 namespace coretry::http {
 
@@ -155,7 +154,7 @@ public:
   void operator()(error_code ec, std::size_t n) {
     guarded(true, [&] {
       if (step_ == step::writing) written(ec, n);
-      else run(s_->machine.read(ec, n), true);
+      else got(ec, n);
     });
   }
 
@@ -164,7 +163,7 @@ public:
     guarded(true, [&] {
       if (done.exception) return fail(true, done.exception);
       const error_code ec = done.error == attempt_error::timed_out ? error_code(asio::error::timed_out) : done.error;
-      run(s_->machine.read(ec, done.value ? *done.value : 0), true);
+      got(ec, done.value ? *done.value : 0);
     });
   }
 
@@ -315,16 +314,9 @@ private:
   void run(const exchange_action& next, bool cont) {
     using kind = exchange_action::kind;
     attempt_state& s = *s_;
-    if (next.answered || next.complete) {
-      // One clock read: the first byte of any response (an interim one
-      // included) ends the wait for the server; the final response's end
-      // ends the reading.
-      const clock::time_point now = clock::now();
-      if (next.answered) s.x.phases.enter(phase::read, now);
-      if (next.complete) {
-        s.x.phases.finish(now);
-        s.x.received_at = std::chrono::system_clock::now();
-      }
+    if (next.complete) { // the final response's end ends the reading
+      s.x.phases.finish(clock::now());
+      s.x.received_at = std::chrono::system_clock::now();
     }
     switch (next.next) {
     case kind::write:
@@ -347,6 +339,15 @@ private:
     case kind::done:
       return finish(cont);
     }
+  }
+
+  /// One read done: the first byte of any response (interim or not) ends
+  /// the wait for the server when it arrived; parsing it is reading.
+  void got(error_code ec, std::size_t n) {
+    const clock::time_point arrived = clock::now();
+    const exchange_action& next = s_->machine.read(ec, n);
+    if (next.answered) s_->x.phases.enter(phase::read, arrived);
+    run(next, true);
   }
 
   void written(error_code ec, std::size_t n) {

@@ -1,5 +1,5 @@
 #include "address_health.hpp"
-#include "attempt_op.hpp"
+#include "exchange_machine.hpp"
 
 #include <coretry/stop_reason.hpp>
 

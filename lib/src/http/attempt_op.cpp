@@ -344,7 +344,7 @@ private:
   /// One read done: the first byte of any response (interim or not) ends
   /// the wait for the server when it arrived; parsing it is reading.
   void got(error_code ec, std::size_t n) {
-    const clock::time_point arrived = clock::now();
+    const clock::time_point arrived = s_->machine.answered() ? clock::time_point{} : clock::now();
     const exchange_action& next = s_->machine.read(ec, n);
     if (next.answered) s_->x.phases.enter(phase::read, arrived);
     run(next, true);

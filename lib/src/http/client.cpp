@@ -13,8 +13,11 @@
 //   tunnel.hpp/.cpp         CONNECT through a proxy, its answer read within bounds
 //   proxy.cpp               proxy URLs, NO_PROXY lists, the environment's proxies
 //   attempt_op.hpp/.cpp     one attempt, a composed operation: lease, connect if
-//                           needed, write, the bounded read of the response
-//   response_reading.hpp    the sans-I/O steps of that read
+//                           needed, then what the exchange's rules ask
+//   exchange_machine.hpp/.cpp the exchange's rules without I/O: the head, the
+//                           bounded parsing, interim responses, keep-alive, a
+//                           stale reused connection, validation
+//   response_reading.hpp    the sans-I/O steps of the response's read
 // Deadlines inside an attempt (connect, idle) use coretry::async_with_deadline.
 
 #include <coretry/http/client.hpp>

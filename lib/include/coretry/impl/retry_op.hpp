@@ -24,6 +24,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 namespace coretry::detail {
 
@@ -258,6 +259,11 @@ private:
     this->~retry_op();
     std::allocator_traits<own_allocator<>>::deallocate(alloc, reinterpret_cast<unit<>*>(this), units);
     if (!finished) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(work.executor())>, boost::asio::any_io_executor>)
+      if (!post && dispatches_in_place(work.executor())) {
+        std::move(handler)(std::move(exception), std::move(result)); // as dispatch would
+        return;
+      }
     // Bound to the handler's own executor, so that it goes there in one step
     // (dispatch or post with an executor of the same type would go through
     // that executor first, then the handler's).

@@ -196,6 +196,8 @@ private:
     // A handler whose executor is the runner's own is called in place (the
     // runner's steps run there); any other is dispatched to its executor,
     // on which work is counted until then.
+    if constexpr (requires { handler_.owners_executor(); })
+      if (&handler_.owners_executor() == &ex) return; // the very executor given: no copy, no comparison
     const handler_executor handler_ex = boost::asio::get_associated_executor(handler_, executor_);
     if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
       if (static_cast<const boost::asio::any_io_executor&>(handler_ex) == executor_) return; // no copy of one

@@ -83,8 +83,14 @@ public:
   explicit deadline_queue(boost::asio::execution_context& context)
       : boost::asio::execution_context::service(context) {}
 
+  ~deadline_queue() override { destroyed.fetch_add(1, std::memory_order_release); }
   deadline_queue(const deadline_queue&) = delete;
   deadline_queue& operator=(const deadline_queue&) = delete;
+
+  /// Queues of this type destroyed so far (with their execution contexts):
+  /// while it has not moved, a context found at an address is the one whose
+  /// queue was found there before (deadline_queue_of's cache).
+  static inline std::atomic<std::uint64_t> destroyed{0};
 
   /// Makes the queue's timer, once, from `io`: an executor of this queue's
   /// own execution context (deadline_queue_of passes the caller's I/O
@@ -351,8 +357,19 @@ private:
 /// belongs to, its timer made from `ex` if it has none yet.
 template <class Timer, class Executor>
 deadline_queue<Timer>& deadline_queue_of(const Executor& ex) {
-  auto& queue =
-      boost::asio::use_service<deadline_queue<Timer>>(boost::asio::query(ex, boost::asio::execution::context));
+  // The latest context this thread asked about and its queue: looking a
+  // service up takes the context's lock and compares type names.
+  struct found {
+    boost::asio::execution_context* context = nullptr;
+    deadline_queue<Timer>* queue = nullptr;
+    std::uint64_t destroyed = 0;
+  };
+  static thread_local found latest;
+  boost::asio::execution_context& context = boost::asio::query(ex, boost::asio::execution::context);
+  const std::uint64_t destroyed = deadline_queue<Timer>::destroyed.load(std::memory_order_acquire);
+  if (latest.context != &context || latest.destroyed != destroyed)
+    latest = {&context, &boost::asio::use_service<deadline_queue<Timer>>(context), destroyed};
+  deadline_queue<Timer>& queue = *latest.queue;
   if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
     queue.bind(ex); // no copy: bind has nothing to do but once
   else

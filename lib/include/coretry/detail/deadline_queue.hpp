@@ -58,7 +58,7 @@ namespace coretry::detail {
 /// to the queue and is read or written under its lock.
 template <class TimePoint>
 struct deadline_entry {
-  static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
+  static constexpr std::uint32_t not_queued = std::numeric_limits<std::uint32_t>::max();
   using expire_fn = void (*)(void* owner, unsigned generation);
   using abandon_fn = void (*)(void* owner);
 
@@ -68,8 +68,8 @@ struct deadline_entry {
 
   TimePoint at{};
   std::uint64_t order = 0;       ///< among equal instants, first added expires first
-  std::size_t index = not_queued; ///< position in the heap
-  unsigned generation = 0;       ///< the owner's, as it was when added
+  std::uint32_t index = not_queued; ///< position in the heap (32 bits: four billion deadlines at once)
+  unsigned generation = 0;         ///< the owner's, as it was when added
 };
 
 template <class Timer>
@@ -137,7 +137,7 @@ public:
     e.at = at;
     e.order = next_order_++;
     e.generation = generation;
-    e.index = heap_.size();
+    e.index = static_cast<std::uint32_t>(heap_.size());
     heap_.push_back(&e);
     sift_up(e.index);
     if (uncounted_) {
@@ -300,7 +300,7 @@ private:
   }
   void place(std::size_t i, entry* e) {
     heap_[i] = e;
-    e->index = i;
+    e->index = static_cast<std::uint32_t>(i);
   }
   void sift_up(std::size_t i) {
     entry* e = heap_[i];

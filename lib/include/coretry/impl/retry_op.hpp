@@ -338,8 +338,8 @@ private:
   std::string_view operation_;
   duration cancellation_repeat_;
   decision_core core_;
-  Factory factory_;
-  Classifier classify_;
+  [[no_unique_address]] Factory factory_;
+  [[no_unique_address]] Classifier classify_;
   [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
   outcome<T> result_;
   std::exception_ptr exception_;

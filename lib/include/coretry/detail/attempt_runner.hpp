@@ -191,8 +191,8 @@ private:
       : handler_(std::move(handler)), queue_(queue), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
         executor_(ex), alloc_(alloc) {
     deadline_.owner = this;
-    deadline_.expire = &attempt_runner::on_expired;
-    deadline_.abandon = &attempt_runner::on_abandoned;
+    static constexpr typename deadline_entry<time_point>::callbacks on{&on_expired, &on_abandoned};
+    deadline_.on = &on;
     // A handler whose executor is the runner's own is called in place (the
     // runner's steps run there); any other is dispatched to its executor,
     // on which work is counted until then.

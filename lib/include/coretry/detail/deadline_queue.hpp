@@ -54,17 +54,21 @@
 namespace coretry::detail {
 
 /// One deadline in a deadline_queue. It lives inside its owner; the queue
-/// only links to it. Every field but `owner`, `expire` and `abandon` belongs
-/// to the queue and is read or written under its lock.
+/// only links to it. Every field but `owner` and `on` belongs to the queue
+/// and is read or written under its lock.
 template <class TimePoint>
 struct deadline_entry {
   static constexpr std::uint32_t not_queued = std::numeric_limits<std::uint32_t>::max();
   using expire_fn = void (*)(void* owner, unsigned generation);
   using abandon_fn = void (*)(void* owner);
+  /// What the queue calls, the same for every entry of a kind (a constant).
+  struct callbacks {
+    expire_fn expire;   ///< the deadline passed: takes over the owner's reference
+    abandon_fn abandon; ///< the context shuts down: gives the owner's reference back unrun
+  };
 
   void* owner = nullptr;
-  expire_fn expire = nullptr;   ///< the deadline passed: takes over the owner's reference
-  abandon_fn abandon = nullptr; ///< the context shuts down: gives the owner's reference back unrun
+  const callbacks* on = nullptr;
 
   TimePoint at{};
   std::uint64_t order = 0;       ///< among equal instants, first added expires first
@@ -192,7 +196,7 @@ private:
       // destruction posts (never runs) the handler of a wait it cancels.
       timer_.reset();
     }
-    for (entry* e : queued) e->abandon(e->owner);
+    for (entry* e : queued) e->on->abandon(e->owner);
   }
 
   // The io_context an executor (or the strand it is) runs on, if it does,
@@ -266,7 +270,7 @@ private:
         erase(0);
         // The generation is read now: once the lock is gone the owner may
         // queue the entry again with another.
-        due.push_back({e->owner, e->expire, e->generation});
+        due.push_back({e->owner, e->on->expire, e->generation});
       }
       if (!heap_.empty()) arm(heap_.front()->at);
     }

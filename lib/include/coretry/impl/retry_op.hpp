@@ -188,22 +188,30 @@ private:
     // the records of the attempts it has made.
     const unsigned at_once = p.hedging.max_hedges + 1;
     result_.records.reserve(p.max_attempts < at_once ? p.max_attempts : at_once);
+    using entry_callbacks = typename deadline_entry<typename clock::time_point>::callbacks;
+    static constexpr auto abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    static constexpr entry_callbacks wake_on{[](void* self, unsigned generation) {
+                                               auto& op = *static_cast<retry_op*>(self);
+                                               boost::asio::post(op.strand_, op.adopt_step([generation](retry_op& o) {
+                                                                   o.on_wake(generation);
+                                                                 }));
+                                             },
+                                             abandon};
     wake_.owner = this;
-    wake_.expire = [](void* self, unsigned generation) {
-      auto& op = *static_cast<retry_op*>(self);
-      boost::asio::post(op.strand_, op.adopt_step([generation](retry_op& o) { o.on_wake(generation); }));
-    };
-    wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    wake_.on = &wake_on;
     if (layout.hedge != 0) {
       hedge_at_ = static_cast<std::uint16_t>(layout.hedge);
       ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.hedge)) hedge_part();
       lanes_.attach(&hedge()->lanes);
+      static constexpr entry_callbacks hedge_on{[](void* self, unsigned) {
+                                                  auto& op = *static_cast<retry_op*>(self);
+                                                  boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) {
+                                                                      o.consider_hedge();
+                                                                    }));
+                                                },
+                                                abandon};
       hedge()->wake.owner = this;
-      hedge()->wake.expire = [](void* self, unsigned) {
-        auto& op = *static_cast<retry_op*>(self);
-        boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.consider_hedge(); }));
-      };
-      hedge()->wake.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+      hedge()->wake.on = &hedge_on;
     }
     if (layout.permit != 0) {
       permit_at_ = static_cast<std::uint16_t>(layout.permit);

@@ -1,7 +1,12 @@
 // Measures what the retry machinery costs on the happy path, and what an
 // operation costs while it sleeps in backoff.
 //
-//   bench_retry_overhead [operations=200000] [pending=100000]
+//   bench_retry_overhead [operations=200000] [pending=100000] [row]
+//
+// With `row` (plain, hedged or backoff) only that row runs, once, after a
+// warm-up of a tenth of `operations` (plain, hedged): a fixed amount of work
+// to count instructions over, e.g. under valgrind --tool=callgrind, where
+// the difference between two counts of operations gives the cost of one.
 //
 // 1. Happy path: a coroutine awaits a trivial asynchronous operation (it
 //    completes through the io_context on the next turn), either directly or
@@ -46,6 +51,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -255,6 +261,24 @@ int main(int argc, char** argv) {
   if (operations <= 0 || pending <= 0) {
     std::fprintf(stderr, "usage: bench_retry_overhead [operations>0] [pending>0]\n");
     return 2;
+  }
+  if (argc > 3) {
+    const std::string_view row = argv[3];
+    if (row == "backoff") {
+      bench_backoff(pending);
+      return 0;
+    }
+    if (row != "plain" && row != "hedged") {
+      std::fprintf(stderr, "row: plain, hedged or backoff\n");
+      return 2;
+    }
+    const auto run = [&](int n) {
+      return row == "plain" ? run_retry(n, context_kind::single_threaded) : run_retry_hedging_unused(n);
+    };
+    run(std::max(1, operations / 10));
+    const measurement m = run(operations);
+    std::printf("%s: %d operations, %.2f allocations/op\n", argv[3], operations, m.allocs_per_op);
+    return 0;
   }
   // Warm up caches and the allocator.
   run_direct(operations / 10);

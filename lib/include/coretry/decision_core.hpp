@@ -353,6 +353,7 @@ private:
   double multiplier_;
   unsigned max_attempts_;
   jitter_kind jitter_;
+  unsigned attempts_ = 0;
   extension* ext_ = nullptr;
   random_source* random_;
   retry_budget* budget_;
@@ -361,17 +362,16 @@ private:
   duration origin_{};
   gate_decision held_{}; // the gate's last wait, presented when asking again (when has_held_)
   std::uint64_t probe_ = 0; // the probe ticket of the attempt admitted, until its start decision carries it
-  unsigned attempts_ = 0;
   duration limit_{};
   duration previous_wait_{}; // decorrelated jitter draws from it
   duration last_start_{};    // when the latest attempt started, from the start
+  std::optional<stop_reason> stopping_; // decided while attempts ran: the stop once they have ended
   enum class awaiting : unsigned char { nothing, first, retry };
   awaiting permit_for_ = awaiting::nothing; // wait_permit answered for this attempt
   bool permit_held_ = false; // a permit for an attempt answered for and not yet started
   bool has_held_ = false;    // held_ is a wait the gate gave
   bool hedge_at_once_ = false; // an attempt failed while others run: the next hedge is due now
   bool cancelled_ = false;     // the caller cancelled
-  std::optional<stop_reason> stopping_; // decided while attempts ran: the stop once they have ended
   bool owns_ext_ = false;    // ext_ was allocated by the core
 };
 

@@ -191,11 +191,13 @@ private:
       : handler_(std::move(handler)), queue_(queue), repeat_(repeat), max_repeats_(max_repeats), stuck_(stuck),
         executor_(ex), alloc_(alloc) {
     deadline_.owner = this;
-    deadline_.expire = &attempt_runner::on_expired;
-    deadline_.abandon = &attempt_runner::on_abandoned;
+    static constexpr typename deadline_entry<time_point>::callbacks on{&on_expired, &on_abandoned};
+    deadline_.on = &on;
     // A handler whose executor is the runner's own is called in place (the
     // runner's steps run there); any other is dispatched to its executor,
     // on which work is counted until then.
+    if constexpr (requires { handler_.owners_executor(); })
+      if (&handler_.owners_executor() == &ex) return; // the very executor given: no copy, no comparison
     const handler_executor handler_ex = boost::asio::get_associated_executor(handler_, executor_);
     if constexpr (std::is_convertible_v<handler_executor, boost::asio::any_io_executor>)
       if (static_cast<const boost::asio::any_io_executor&>(handler_ex) == executor_) return; // no copy of one

@@ -82,6 +82,8 @@ struct owned_handler {
   using allocator_type = typename Owner::allocator_type;
 
   executor_type get_executor() const noexcept { return owner->executor(); }
+  /// The owner's executor itself, not a copy (what get_executor() copies).
+  const executor_type& owners_executor() const noexcept { return owner->executor(); }
   cancellation_slot_type get_cancellation_slot() const noexcept { return owner->inner_slot(lane); }
   allocator_type get_allocator() const noexcept { return owner->allocator(); }
 

@@ -54,22 +54,26 @@
 namespace coretry::detail {
 
 /// One deadline in a deadline_queue. It lives inside its owner; the queue
-/// only links to it. Every field but `owner`, `expire` and `abandon` belongs
-/// to the queue and is read or written under its lock.
+/// only links to it. Every field but `owner` and `on` belongs to the queue
+/// and is read or written under its lock.
 template <class TimePoint>
 struct deadline_entry {
-  static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
+  static constexpr std::uint32_t not_queued = std::numeric_limits<std::uint32_t>::max();
   using expire_fn = void (*)(void* owner, unsigned generation);
   using abandon_fn = void (*)(void* owner);
+  /// What the queue calls, the same for every entry of a kind (a constant).
+  struct callbacks {
+    expire_fn expire;   ///< the deadline passed: takes over the owner's reference
+    abandon_fn abandon; ///< the context shuts down: gives the owner's reference back unrun
+  };
 
   void* owner = nullptr;
-  expire_fn expire = nullptr;   ///< the deadline passed: takes over the owner's reference
-  abandon_fn abandon = nullptr; ///< the context shuts down: gives the owner's reference back unrun
+  const callbacks* on = nullptr;
 
   TimePoint at{};
   std::uint64_t order = 0;       ///< among equal instants, first added expires first
-  std::size_t index = not_queued; ///< position in the heap
-  unsigned generation = 0;       ///< the owner's, as it was when added
+  std::uint32_t index = not_queued; ///< position in the heap (32 bits: four billion deadlines at once)
+  unsigned generation = 0;         ///< the owner's, as it was when added
 };
 
 template <class Timer>
@@ -83,8 +87,14 @@ public:
   explicit deadline_queue(boost::asio::execution_context& context)
       : boost::asio::execution_context::service(context) {}
 
+  ~deadline_queue() override { destroyed.fetch_add(1, std::memory_order_release); }
   deadline_queue(const deadline_queue&) = delete;
   deadline_queue& operator=(const deadline_queue&) = delete;
+
+  /// Queues of this type destroyed so far (with their execution contexts):
+  /// while it has not moved, a context found at an address is the one whose
+  /// queue was found there before (deadline_queue_of's cache).
+  static inline std::atomic<std::uint64_t> destroyed{0};
 
   /// Makes the queue's timer, once, from `io`: an executor of this queue's
   /// own execution context (deadline_queue_of passes the caller's I/O
@@ -131,7 +141,7 @@ public:
     e.at = at;
     e.order = next_order_++;
     e.generation = generation;
-    e.index = heap_.size();
+    e.index = static_cast<std::uint32_t>(heap_.size());
     heap_.push_back(&e);
     sift_up(e.index);
     if (uncounted_) {
@@ -186,7 +196,7 @@ private:
       // destruction posts (never runs) the handler of a wait it cancels.
       timer_.reset();
     }
-    for (entry* e : queued) e->abandon(e->owner);
+    for (entry* e : queued) e->on->abandon(e->owner);
   }
 
   // The io_context an executor (or the strand it is) runs on, if it does,
@@ -260,7 +270,7 @@ private:
         erase(0);
         // The generation is read now: once the lock is gone the owner may
         // queue the entry again with another.
-        due.push_back({e->owner, e->expire, e->generation});
+        due.push_back({e->owner, e->on->expire, e->generation});
       }
       if (!heap_.empty()) arm(heap_.front()->at);
     }
@@ -294,7 +304,7 @@ private:
   }
   void place(std::size_t i, entry* e) {
     heap_[i] = e;
-    e->index = i;
+    e->index = static_cast<std::uint32_t>(i);
   }
   void sift_up(std::size_t i) {
     entry* e = heap_[i];
@@ -351,8 +361,19 @@ private:
 /// belongs to, its timer made from `ex` if it has none yet.
 template <class Timer, class Executor>
 deadline_queue<Timer>& deadline_queue_of(const Executor& ex) {
-  auto& queue =
-      boost::asio::use_service<deadline_queue<Timer>>(boost::asio::query(ex, boost::asio::execution::context));
+  // The latest context this thread asked about and its queue: looking a
+  // service up takes the context's lock and compares type names.
+  struct found {
+    boost::asio::execution_context* context = nullptr;
+    deadline_queue<Timer>* queue = nullptr;
+    std::uint64_t destroyed = 0;
+  };
+  static thread_local found latest;
+  boost::asio::execution_context& context = boost::asio::query(ex, boost::asio::execution::context);
+  const std::uint64_t destroyed = deadline_queue<Timer>::destroyed.load(std::memory_order_acquire);
+  if (latest.context != &context || latest.destroyed != destroyed)
+    latest = {&context, &boost::asio::use_service<deadline_queue<Timer>>(context), destroyed};
+  deadline_queue<Timer>& queue = *latest.queue;
   if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
     queue.bind(ex); // no copy: bind has nothing to do but once
   else

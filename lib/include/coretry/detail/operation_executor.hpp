@@ -104,6 +104,17 @@ boost::asio::any_io_executor make_operation_strand(const HandlerExecutor& handle
   return boost::asio::make_strand(io_ex);
 }
 
+/// True when boost::asio::dispatch through `ex` (a handler's executor,
+/// tracking work) would call the handler at once: `ex` is an io_context's
+/// executor, possibly blocking, and this thread is running that io_context.
+/// The caller then calls it itself, without the copies of `ex` and the
+/// type-erased function dispatch would make on the way.
+inline bool dispatches_in_place(const boost::asio::any_io_executor& ex) noexcept {
+  using tracked = boost::asio::io_context::basic_executor_type<std::allocator<void>, 4>; // outstanding_work.tracked
+  const auto* io = ex.target<tracked>();
+  return io != nullptr && io->running_in_this_thread();
+}
+
 /// Work counted on a handler's executor until the handler has been called:
 /// the executor itself, preferred as tracking work (one executor, where a
 /// work guard keeps two), or a work guard for an executor of the older model.

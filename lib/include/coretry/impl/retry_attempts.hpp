@@ -129,13 +129,13 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::report_hedge(hedge_result
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::arm_hedge_timer(duration at) {
   add_ref();
-  if (deadlines_.place(hedge_->wake, saturating_instant(start_, at), 0) != deadline_queue<Timer>::placed::added)
+  if (deadlines_.place(hedge()->wake, saturating_instant(start_, at), 0) != deadline_queue<Timer>::placed::added)
     release(true); // moved (it keeps the reference it had) or refused (shut down)
 }
 
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::cancel_hedge_timer() {
-  if (hedge_ && deadlines_.remove(hedge_->wake)) release(true);
+  if (hedging() && deadlines_.remove(hedge()->wake)) release(true);
 }
 
 // Ends the attempts in flight (terminal cancellation); the last one to

@@ -23,7 +23,9 @@
 
 #include <atomic>
 #include <memory>
+#include <new>
 #include <optional>
+#include <type_traits>
 
 namespace coretry::detail {
 
@@ -70,6 +72,7 @@ public:
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     static_assert(alignof(hedge_part) <= alignof(retry_op) && alignof(permit_part) <= alignof(retry_op) &&
                   alignof(decision_core::extension) <= alignof(retry_op));
+    static_assert(layout_of(true, true, true).units * sizeof(unit<>) <= 0xffff, "parts at 16-bit offsets");
     const block_layout layout =
         layout_of(p.hedging.max_hedges > 0, decision_core::needs_extension(p), o.limit != nullptr);
     const handler_executor handler_ex(boost::asio::get_associated_executor(handler, ex));
@@ -185,24 +188,35 @@ private:
     // the records of the attempts it has made.
     const unsigned at_once = p.hedging.max_hedges + 1;
     result_.records.reserve(p.max_attempts < at_once ? p.max_attempts : at_once);
+    using entry_callbacks = typename deadline_entry<typename clock::time_point>::callbacks;
+    static constexpr auto abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    static constexpr entry_callbacks wake_on{[](void* self, unsigned generation) {
+                                               auto& op = *static_cast<retry_op*>(self);
+                                               boost::asio::post(op.strand_, op.adopt_step([generation](retry_op& o) {
+                                                                   o.on_wake(generation);
+                                                                 }));
+                                             },
+                                             abandon};
     wake_.owner = this;
-    wake_.expire = [](void* self, unsigned generation) {
-      auto& op = *static_cast<retry_op*>(self);
-      boost::asio::post(op.strand_, op.adopt_step([generation](retry_op& o) { o.on_wake(generation); }));
-    };
-    wake_.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+    wake_.on = &wake_on;
     if (layout.hedge != 0) {
-      hedge_ = ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.hedge)) hedge_part();
-      lanes_.attach(&hedge_->lanes);
-      hedge_->wake.owner = this;
-      hedge_->wake.expire = [](void* self, unsigned) {
-        auto& op = *static_cast<retry_op*>(self);
-        boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) { o.consider_hedge(); }));
-      };
-      hedge_->wake.abandon = [](void* self) { static_cast<retry_op*>(self)->release(false); };
+      hedge_at_ = static_cast<std::uint16_t>(layout.hedge);
+      ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.hedge)) hedge_part();
+      lanes_.attach(&hedge()->lanes);
+      static constexpr entry_callbacks hedge_on{[](void* self, unsigned) {
+                                                  auto& op = *static_cast<retry_op*>(self);
+                                                  boost::asio::post(op.strand_, op.adopt_step([](retry_op& o) {
+                                                                      o.consider_hedge();
+                                                                    }));
+                                                },
+                                                abandon};
+      hedge()->wake.owner = this;
+      hedge()->wake.on = &hedge_on;
     }
-    if (layout.permit != 0)
-      permit_ = ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.permit)) permit_part(*this);
+    if (layout.permit != 0) {
+      permit_at_ = static_cast<std::uint16_t>(layout.permit);
+      ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.permit)) permit_part(*this);
+    }
   }
 
   ~retry_op() {
@@ -220,13 +234,13 @@ private:
       }
     // A wait for a permit that never ended: out of the queue, and a permit
     // granted meanwhile goes back (as after a cancellation).
-    if (permit_ && core_.waiting_for_permit() &&
-        core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted) {
+    if (permit() && core_.waiting_for_permit() &&
+        core_.limit()->cancel_wait(*permit(), false) == concurrency_limit::cancel_result::granted) {
       core_.caller_cancelled(decided_at_, 0);
       core_.permit_granted(decided_at_);
     }
-    if (hedge_) hedge_->~hedge_part();
-    if (permit_) permit_->~permit_part();
+    if (hedge_part* h = hedge()) h->~hedge_part();
+    if (permit_part* w = permit()) w->~permit_part();
   }
 
   // What each attempt's runner completes to (owned_handler): the strand,
@@ -235,7 +249,16 @@ private:
   boost::asio::cancellation_slot inner_slot(std::size_t lane) noexcept { return lanes_[lane].signal.slot(); }
   const handler_allocator& allocator() const noexcept { return alloc_; }
   void on_completion(std::size_t lane, attempt_completion<T> done) { on_attempt(lane, std::move(done)); }
-  bool hedging() const noexcept { return hedge_ != nullptr; }
+  bool hedging() const noexcept { return hedge_at_ != 0; }
+  // The parts in the block after the operation, if there: at 16-bit offsets
+  // (the block is far smaller than 64 KiB), where pointers would take 16 bytes.
+  template <class Part>
+  Part* part_at(std::uint16_t offset) noexcept {
+    return offset == 0 ? nullptr
+                       : std::launder(reinterpret_cast<Part*>(reinterpret_cast<unsigned char*>(this) + offset));
+  }
+  hedge_part* hedge() noexcept { return part_at<hedge_part>(hedge_at_); }
+  permit_part* permit() noexcept { return part_at<permit_part>(permit_at_); }
 
   void add_ref() noexcept { references_.add(); }
   // A reference for an emission of the caller's, unless it is already being freed.
@@ -258,6 +281,11 @@ private:
     this->~retry_op();
     std::allocator_traits<own_allocator<>>::deallocate(alloc, reinterpret_cast<unit<>*>(this), units);
     if (!finished) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(work.executor())>, boost::asio::any_io_executor>)
+      if (!post && dispatches_in_place(work.executor())) {
+        std::move(handler)(std::move(exception), std::move(result)); // as dispatch would
+        return;
+      }
     // Bound to the handler's own executor, so that it goes there in one step
     // (dispatch or post with an executor of the same type would go through
     // that executor first, then the handler's).
@@ -332,8 +360,8 @@ private:
   std::string_view operation_;
   duration cancellation_repeat_;
   decision_core core_;
-  Factory factory_;
-  Classifier classify_;
+  [[no_unique_address]] Factory factory_;
+  [[no_unique_address]] Classifier classify_;
   [[no_unique_address]] handler_allocator alloc_; ///< the allocator of its handlers
   outcome<T> result_;
   std::exception_ptr exception_;
@@ -342,12 +370,12 @@ private:
   duration decided_at_{}; ///< when the core last decided, from the start
   attempt_lanes lanes_; ///< the attempts in flight (one without hedging)
   caller_link<retry_op> caller_; ///< the handler in the caller's cancellation slot
-  hedge_part* hedge_ = nullptr;   ///< in the block after the operation: with hedging only
-  permit_part* permit_ = nullptr; ///< in the block after the operation: with a concurrency limit only
   std::atomic<unsigned> requested_{0}; ///< honoured cancellation types the caller asked for
   reference_count references_;
   unsigned wake_generation_ = 0; ///< of the latest placement of wake_
   std::uint32_t units_ = 0;      ///< the block's size, in units of its alignment
+  std::uint16_t hedge_at_ = 0;   ///< hedging's part, from the operation's start: with hedging only
+  std::uint16_t permit_at_ = 0;  ///< the concurrency limit's part: with a limit only
   repeat_safety safety_ = repeat_safety::unsafe;
   wait_source next_wait_source_ = wait_source::none;
   phase phase_ = phase::starting;

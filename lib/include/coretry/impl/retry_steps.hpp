@@ -54,7 +54,7 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::on_cancel() {
     // of the queue, unless a permit is already on its way (its step then
     // tells the core it came).
     act(core_.caller_cancelled(elapsed(), 0));
-    if (core_.limit()->cancel_wait(*permit_, false) == concurrency_limit::cancel_result::granted) break;
+    if (core_.limit()->cancel_wait(*permit(), false) == concurrency_limit::cancel_result::granted) break;
     end_permit_wait(false);
     act(core_.permit_refused());
     break;
@@ -82,19 +82,19 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::act(const decision& d) {
 // `wait` (an entry in the context's deadline queue, holding a reference).
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::wait_for_permit(duration wait) {
-  switch (core_.limit()->wait(*permit_)) {
+  switch (core_.limit()->wait(*permit())) {
   case concurrency_limit::wait_result::acquired: return permit_arrived();
   case concurrency_limit::wait_result::refused: return act(core_.permit_refused());
   case concurrency_limit::wait_result::queued: break;
   }
   phase_ = phase::waiting_permit;
-  permit_->wait_from = elapsed();
+  permit()->wait_from = elapsed();
   add_ref();
   if (deadlines_.place(wake_, saturating_instant(now(), wait), ++wake_generation_) !=
       deadline_queue<Timer>::placed::added) {
     // The execution context has shut down: nothing will run again (a permit
     // granted meanwhile goes back when the operation is destroyed).
-    core_.limit()->cancel_wait(*permit_, false);
+    core_.limit()->cancel_wait(*permit(), false);
     release(true);
     return;
   }
@@ -115,7 +115,7 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::permit_arrived() {
 template <class Timer, class Factory, class Classifier, class T, class Handler>
 void retry_op<Timer, Factory, Classifier, T, Handler>::on_permit_wait_over() {
   const bool cancelled = cancel_requested(); // its step may come after this one: the caller's request wins
-  if (core_.limit()->cancel_wait(*permit_, !cancelled) == concurrency_limit::cancel_result::granted) return;
+  if (core_.limit()->cancel_wait(*permit(), !cancelled) == concurrency_limit::cancel_result::granted) return;
   end_permit_wait(false);
   decided_at_ = elapsed();
   if (cancelled) act(core_.caller_cancelled(decided_at_, 0));
@@ -128,7 +128,7 @@ void retry_op<Timer, Factory, Classifier, T, Handler>::end_permit_wait(bool gran
   if (deadlines_.remove(wake_)) release(true);
   if (observer_)
     observer_->permit_waited(
-        {operation_, core_.attempts() + 1, permit_->wait_from, elapsed() - permit_->wait_from, granted});
+        {operation_, core_.attempts() + 1, permit()->wait_from, elapsed() - permit()->wait_from, granted});
 }
 
 // The wake-up entry fired: the end of a sleep, or of a wait for a permit.

@@ -40,6 +40,22 @@ auto answers(int value, int* started = nullptr) {
       asio::deferred);
 }
 
+/// Completes with (no error, `value`) on the next turn of the handler's
+/// executor, then sets `after`: an operation with work of its own after its
+/// handler returns, which a throwing handler must not cut short (the
+/// exception leaves run(), as when Asio calls a handler in place).
+auto answers_then(int value, bool& after) {
+  return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
+      [value, &after](auto handler) {
+        auto ex = asio::get_associated_executor(handler);
+        asio::post(ex, [value, &after, h = std::move(handler)]() mutable {
+          std::move(h)(boost::system::error_code(), value);
+          after = true;
+        });
+      },
+      asio::deferred);
+}
+
 /// Never completes unless cancelled; then completes with operation_aborted.
 auto waits_for_cancellation(asio::io_context& io) {
   return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, int)>(
@@ -106,6 +122,23 @@ TEST_CASE("handler edges: a handler that throws lets the exception out of run(),
   io.restart();
   coretry::async_with_deadline<int>(io.get_executor(), far_deadline(), answers(2),
                                     [&](coretry::deadline_outcome<int> r) { second = r.value.value_or(0); });
+  CHECK_NOTHROW(io.run());
+  CHECK(second == 2);
+}
+
+TEST_CASE("handler edges: a handler that throws, called in place, leaves run() and not the attempt's completion") {
+  asio::io_context io(1); // single-threaded: the operation needs no strand, and its handler is called in place
+  bool after = false;
+  int second = 0;
+  coretry::async_retry(io.get_executor(), one_attempt(), [&](const auto&) { return answers_then(1, after); },
+                       [](std::exception_ptr, coretry::outcome<int>) {
+                         throw std::runtime_error("thrown by the handler");
+                       });
+  CHECK_THROWS_WITH_AS(io.run(), "thrown by the handler", std::runtime_error);
+  CHECK(after); // the attempt's completion went on after the handler threw
+  io.restart();
+  coretry::async_retry(io.get_executor(), one_attempt(), [&](const auto&) { return answers_then(2, after); },
+                       [&](std::exception_ptr, coretry::outcome<int> r) { second = r.value.value_or(0); });
   CHECK_NOTHROW(io.run());
   CHECK(second == 2);
 }

@@ -20,6 +20,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 
 using namespace coretry_tests;
@@ -793,4 +794,37 @@ TEST_CASE("async_retry: the caller's slot after the end, with the handler on the
     io.restart();
     CHECK(io.poll() == 0);
   }
+}
+
+TEST_CASE_FIXTURE(virtual_time, "a result larger than 64 KiB is carried whole, with hedging configured") {
+  // The operation's block holds the result: the parts after it must still be
+  // found (their offsets from the block's start grow past 16 bits).
+  using big = std::array<unsigned char, 70000>;
+  p.hedging.max_hedges = 1;
+  p.hedging.delay = 1s;
+  int calls = 0;
+  auto factory = [&](const auto&) {
+    return asio::async_initiate<const asio::deferred_t&, void(boost::system::error_code, big)>(
+        [&](auto handler) {
+          ++calls;
+          big value{};
+          value.front() = 7;
+          value.back() = 9;
+          auto ex = asio::get_associated_executor(handler);
+          asio::post(ex, asio::append(std::move(handler), boost::system::error_code(), value));
+        },
+        asio::deferred);
+  };
+  std::optional<coretry::outcome<big>> result;
+  coretry::async_retry<manual_timer>(io.get_executor(), p, idempotent_with(draws), factory,
+                                     [&](std::exception_ptr e, coretry::outcome<big> r) {
+                                       REQUIRE_FALSE(e);
+                                       result = std::move(r);
+                                     });
+  runner.run();
+  REQUIRE(result);
+  REQUIRE(result->succeeded());
+  CHECK(result->get().front() == 7);
+  CHECK(result->get().back() == 9);
+  CHECK(calls == 1);
 }

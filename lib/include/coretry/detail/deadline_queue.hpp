@@ -48,6 +48,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -136,6 +137,9 @@ public:
   placed place(entry& e, time_point at, unsigned generation) {
     std::lock_guard lock(mutex_);
     if (shut_down_ || !timer_) return placed::refused;
+    // Every index stays below not_queued (checked before anything changes).
+    if (heap_.size() >= entry::not_queued - 1)
+      throw std::length_error("coretry: more deadlines at once than a deadline queue indexes");
     const bool was_queued = e.index != entry::not_queued;
     if (was_queued) erase(e.index);
     e.at = at;

@@ -22,6 +22,9 @@
 #include <boost/asio/post.hpp>
 
 #include <atomic>
+#include <cstdint>
+#include <exception>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -59,6 +62,12 @@ class retry_op {
   using handler_executor = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
   using ref = counted_ref<retry_op>;
   using attempt_handler = owned_handler<retry_op>;
+  // Where a part is in the block: 16 bits when what the caller's types bring
+  // (handler, result, factory, classifier) leaves the block well under
+  // 64 KiB, as it almost always does; 32 bits for a large result or handler.
+  using part_offset = std::conditional_t<(sizeof(Handler) + sizeof(outcome<T>) + sizeof(Factory) +
+                                          sizeof(Classifier)) <= 0x7fff,
+                                         std::uint16_t, std::uint32_t>;
   friend class counted_ref<retry_op>;
   friend struct owned_handler<retry_op>;
   friend class caller_link_handler<retry_op>;
@@ -72,7 +81,8 @@ public:
         boost::asio::get_associated_allocator(handler, boost::asio::recycling_allocator<void>()));
     static_assert(alignof(hedge_part) <= alignof(retry_op) && alignof(permit_part) <= alignof(retry_op) &&
                   alignof(decision_core::extension) <= alignof(retry_op));
-    static_assert(layout_of(true, true, true).units * sizeof(unit<>) <= 0xffff, "parts at 16-bit offsets");
+    static_assert(layout_of(true, true, true).units * sizeof(unit<>) <= std::numeric_limits<part_offset>::max(),
+                  "parts within reach of their offsets");
     const block_layout layout =
         layout_of(p.hedging.max_hedges > 0, decision_core::needs_extension(p), o.limit != nullptr);
     const handler_executor handler_ex(boost::asio::get_associated_executor(handler, ex));
@@ -200,7 +210,7 @@ private:
     wake_.owner = this;
     wake_.on = &wake_on;
     if (layout.hedge != 0) {
-      hedge_at_ = static_cast<std::uint16_t>(layout.hedge);
+      hedge_at_ = static_cast<part_offset>(layout.hedge);
       ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.hedge)) hedge_part();
       lanes_.attach(&hedge()->lanes);
       static constexpr entry_callbacks hedge_on{[](void* self, unsigned) {
@@ -214,7 +224,7 @@ private:
       hedge()->wake.on = &hedge_on;
     }
     if (layout.permit != 0) {
-      permit_at_ = static_cast<std::uint16_t>(layout.permit);
+      permit_at_ = static_cast<part_offset>(layout.permit);
       ::new (static_cast<void*>(reinterpret_cast<unsigned char*>(this) + layout.permit)) permit_part(*this);
     }
   }
@@ -250,10 +260,10 @@ private:
   const handler_allocator& allocator() const noexcept { return alloc_; }
   void on_completion(std::size_t lane, attempt_completion<T> done) { on_attempt(lane, std::move(done)); }
   bool hedging() const noexcept { return hedge_at_ != 0; }
-  // The parts in the block after the operation, if there: at 16-bit offsets
-  // (the block is far smaller than 64 KiB), where pointers would take 16 bytes.
+  // The parts in the block after the operation, if there: at offsets from
+  // its start, where pointers would take 16 bytes.
   template <class Part>
-  Part* part_at(std::uint16_t offset) noexcept {
+  Part* part_at(part_offset offset) noexcept {
     return offset == 0 ? nullptr
                        : std::launder(reinterpret_cast<Part*>(reinterpret_cast<unsigned char*>(this) + offset));
   }
@@ -283,7 +293,14 @@ private:
     if (!finished) return;
     if constexpr (std::is_same_v<std::decay_t<decltype(work.executor())>, boost::asio::any_io_executor>)
       if (!post && dispatches_in_place(work.executor())) {
-        std::move(handler)(std::move(exception), std::move(result)); // as dispatch would
+        // As dispatch would, exceptions too: one the handler throws leaves
+        // the io_context's run() (posted there to be thrown again), not the
+        // attempt's completion that called this.
+        try {
+          std::move(handler)(std::move(exception), std::move(result));
+        } catch (...) {
+          boost::asio::post(work.executor(), [thrown = std::current_exception()] { std::rethrow_exception(thrown); });
+        }
         return;
       }
     // Bound to the handler's own executor, so that it goes there in one step
@@ -374,8 +391,8 @@ private:
   reference_count references_;
   unsigned wake_generation_ = 0; ///< of the latest placement of wake_
   std::uint32_t units_ = 0;      ///< the block's size, in units of its alignment
-  std::uint16_t hedge_at_ = 0;   ///< hedging's part, from the operation's start: with hedging only
-  std::uint16_t permit_at_ = 0;  ///< the concurrency limit's part: with a limit only
+  part_offset hedge_at_ = 0;     ///< hedging's part, from the operation's start: with hedging only
+  part_offset permit_at_ = 0;    ///< the concurrency limit's part: with a limit only
   repeat_safety safety_ = repeat_safety::unsafe;
   wait_source next_wait_source_ = wait_source::none;
   phase phase_ = phase::starting;

@@ -13,6 +13,8 @@
 // Addresses are slots 0..size()-1, in the order of the caller's list (the
 // address book's); a set of them is a 64-bit mask, bit i for slot i.
 
+#include <coretry/http/balance_mode.hpp>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -37,16 +39,10 @@ inline constexpr std::size_t max_balanced_addresses = 64;
 /// A set of slots: bit i stands for slot i.
 using address_set = std::uint64_t;
 
-/// How a new request's address is chosen.
-enum class balance_mode {
-  /// No choice is made (pick() answers none): a new connection races the
-  /// addresses in the book's order and the first to connect serves; any
-  /// pooled connection that suits serves. The client's rule without a
-  /// balancer.
-  first_to_connect,
-  /// Power of two choices over cost, with slow start (the default).
-  least_cost,
-};
+/// How a new request's address is chosen (the client's option,
+/// coretry/http/balance_mode.hpp). first_to_connect: pick() answers none,
+/// the caller keeps its own order.
+using coretry::http::balance_mode;
 
 /// The balancer's parameters. Defaults and why:
 /// - `decay` 10 s: Finagle's and tower's default time constant. A latency

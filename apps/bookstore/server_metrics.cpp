@@ -81,4 +81,41 @@ std::vector<::prometheus::MetricFamily> server_metrics::collect(std::size_t open
   return families;
 }
 
+std::vector<::prometheus::MetricFamily> address_load_families(const coretry::http::address_stats& stats,
+                                                              const std::string& dependency) {
+  using ::prometheus::MetricType;
+  if (stats.spread.empty()) return {};
+  std::vector<::prometheus::MetricFamily> out{
+      {"coretry_address_requests_total", "Calls sent to each address of the dependency.", MetricType::Counter, {}},
+      {"coretry_address_outstanding", "Calls in flight to each address of the dependency.", MetricType::Gauge, {}},
+      {"coretry_address_cost_seconds",
+       "The balancer's cost of each address: its latency estimate times its calls in flight plus one.",
+       MetricType::Gauge, {}}};
+  const auto add = [&](const std::string& address, double requests, double outstanding, double cost) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ::prometheus::ClientMetric sample;
+      sample.label = {{"address", address}, {"dependency", dependency}};
+      const double value = i == 0 ? requests : i == 1 ? outstanding : cost;
+      if (i == 0) sample.counter.value = value;
+      else sample.gauge.value = value;
+      out[i].metric.push_back(std::move(sample));
+    }
+  };
+  double requests = 0, outstanding = 0, cost = 0;
+  std::size_t shown = 0;
+  for (const auto& load : stats.spread) {
+    if (shown < max_address_labels) {
+      ++shown;
+      add(coretry::http::to_string(load.address), static_cast<double>(load.requests),
+          static_cast<double>(load.outstanding), load.cost / 1e9);
+      continue;
+    }
+    requests += static_cast<double>(load.requests);
+    outstanding += static_cast<double>(load.outstanding);
+    cost = std::max(cost, load.cost / 1e9);
+  }
+  if (stats.spread.size() > max_address_labels) add("other", requests, outstanding, cost);
+  return out;
+}
+
 } // namespace coretry::bookstore

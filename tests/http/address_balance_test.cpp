@@ -97,7 +97,7 @@ TEST_CASE("address balance: only a name of several addresses in least_cost is ba
   CHECK(many.stats(start).spread.size() == 4);
 }
 
-TEST_CASE("address balance: equal addresses share the picks; an ejected or used one is left out") {
+TEST_CASE("address balance: equal addresses share the picks and an ejected or used one is left out") {
   seeded_source draws;
   book_type book(1h, eject_after(2), balance_mode::least_cost, draws);
   book.pin(fleet_name, four);

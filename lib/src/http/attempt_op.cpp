@@ -21,6 +21,7 @@
 #include <coretry/detail/block_cache.hpp>
 
 #include "attempt_op.hpp"
+#include "balanced_lease.hpp"
 #include "client_state.hpp"
 #include "prepare.hpp"
 
@@ -204,21 +205,10 @@ private:
     connected(true);
   }
 
-  /// The pool's choice toward the balancer's pick (pool.hpp).
-  struct toward_pick {
-    const attempt_state& s;
-    bool active;
-    bool preferred(const connection& c) const { return c.peer == *s.pick; }
-    double cost(const connection& c) const { return s.state->health.cost(s.target, c.peer, s.lease_at); }
-  };
-
   bool try_lease() {
     attempt_state& s = *s_;
-    s.pick = s.state->health.pick(s.target, s.avoid, s.lease_at);
-    auto got = s.state->pool.try_lease(
-        *s.prepared->where.key,
-        [&s](const connection& c) { return s.state->health.suits(s.target, c.peer, s.avoid, s.lease_at); },
-        toward_pick{s, s.pick.has_value()});
+    auto got = lease_toward_pick(s.state->health, s.state->pool, *s.prepared->where.key, s.target, s.avoid,
+                                 s.lease_at, s.pick);
     if (!got) return false;
     s.held.emplace(std::move(*got));
     return true;

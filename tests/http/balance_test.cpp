@@ -163,3 +163,20 @@ TEST_CASE("balance: a name of one address is not balanced: one connection, nothi
   CHECK(c.client.stats().connections_opened == 1);
   CHECK(c.client.addresses().spread.empty());
 }
+
+TEST_CASE("balance: with ejection off, an address that refuses connections is left, and keep-alive holds") {
+  const std::vector<std::string> two{"127.0.0.2", "127.0.0.3"};
+  std::vector<hostile_server::script> scripts{status_always(200, 1ms), {}}; // nothing listens on the second
+  fleet f(two, scripts);
+  coretry::http::client_options o = pinned(f.resolve(two));
+  o.ejection.consecutive_failures = 0;
+  coretry_tests::blocking_client c(o);
+  REQUIRE(send_many(c, f.url(), 100, 1) == 100);
+  CHECK(f.requests(0) == 100);
+  // A refused connect is a costly sample: the refusing address is not
+  // drawn again within the test, so requests reuse the connections to the
+  // other (it was about one new connection per request, up to the pool's
+  // limit, while a refusing address cost nothing).
+  CHECK(c.client.stats().connections_opened <= 5);
+  CHECK(c.client.addresses().ejected == 0);
+}

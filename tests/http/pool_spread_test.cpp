@@ -117,3 +117,21 @@ TEST_CASE("pool spread: the pick's idle connection first, else a new one while t
   CHECK(h.pool.stats().leased == 3);
   (void)held;
 }
+
+TEST_CASE("pool spread: at the limit with no idle connection to the pick, the cheapest address's is taken") {
+  spread_harness h;
+  std::optional<spread_lease> held_one(h.open(2)), held_two(h.open(2));
+  {
+    // Idle, oldest first: 1 to address 0 (cheap), 2 to address 1 (costly).
+    std::optional<spread_lease> cheap(h.open(0)), costly(h.open(1));
+    for (auto* l : {&cheap, &costly}) {
+      (*l)->mark_reusable();
+      l->reset();
+    }
+  }
+  REQUIRE(h.pool.stats().idle == 2);
+  // Full (two leased, two idle), the pick (address 2) has none idle.
+  std::optional<spread_lease> got = h.lease({.pick = 2, .costs = {1e6, 9e6, 5e5}});
+  CHECK(id_of(got) == 3);
+  CHECK(h.closed.empty());
+}

@@ -1,7 +1,7 @@
 // The address book's balancer without sockets, on virtual time (instants
 // are given, never read) and seeded draws: which names are balanced, the
 // pick's exclusions (ejected, used by the operation), requests in flight
-// and answers as costs, a returning address's single try and slow start,
+// and answers as costs, a returning address's new connection and slow start,
 // a new connection's order led by the pick.
 
 #include "address_book.hpp"
@@ -145,7 +145,7 @@ TEST_CASE("address balance: requests in flight and slow answers make an address 
   CHECK(counts["127.0.0.4"] == 0);
 }
 
-TEST_CASE("address balance: an address back from its ejection is tried once, then starts slow") {
+TEST_CASE("address balance: an address back from its ejection is picked until a new connection tries it, then starts slow") {
   seeded_source draws;
   book_type book(1h, eject_after(1), balance_mode::least_cost, draws);
   book.pin(fleet_name, four);
@@ -153,8 +153,12 @@ TEST_CASE("address balance: an address back from its ejection is tried once, the
   book.failed(fleet_name, at("127.0.0.3"), start + 1s);
   const time_point back = start + 1s + 30s;
   (void)run(book, 100, back - 200ms, 1ms); // the others stay sampled
-  // Its time is up: the next pick is it, once.
-  CHECK(*book.pick(fleet_name, {}, back) == at("127.0.0.3"));
+  // Its time is up: the next picks are it until a new connection has
+  // tried it (order() puts it first, once).
+  const auto returned = book.pick(fleet_name, {}, back);
+  CHECK(returned == at("127.0.0.3"));
+  CHECK(book.pick(fleet_name, {}, back) == at("127.0.0.3"));
+  CHECK(book.order(fleet_name, {}, back, returned).front() == at("127.0.0.3"));
   // Then its weight ramps from 10% over 3 s: well under its fair share (a
   // quarter) over the first 500 ms, most of it after 2 s.
   auto counts = run(book, 500, back, 1ms);

@@ -228,11 +228,12 @@ public:
   // The balancer of a name of several addresses (address_balance.hpp).
 
   /// The address the next request to `n` goes to: one back from an
-  /// ejection that nothing has tried yet (once, as order() puts it first),
-  /// else the balancer's pick among those not ejected, `avoid`ed ones
-  /// (avoid_rule) left out while another is left. None when `n` is not
-  /// balanced (one address, first_to_connect, not in the book): no lock
-  /// taken while no name is.
+  /// ejection that no new connection has tried yet (until order() has put
+  /// it first for one: meanwhile suits() turns down pooled connections to
+  /// the others, so that the pool makes room for it), else the balancer's
+  /// pick among those not ejected, `avoid`ed ones (avoid_rule) left out
+  /// while another is left. None when `n` is not balanced (one address,
+  /// first_to_connect, not in the book): no lock taken while no name is.
   std::optional<endpoint> pick(name n, std::span<const endpoint> avoid, TimePoint now) {
     if (balanced_names_.load(std::memory_order_relaxed) == 0) return std::nullopt;
     std::lock_guard lock(mutex_);
@@ -246,11 +247,7 @@ public:
     for (std::size_t i = 0; i < std::min(e.endpoints.size(), max_balanced_addresses); ++i) {
       if (e.health[i].ejected_until > now) continue;
       const bool out = avoided(e.endpoints[i]);
-      if (e.health[i].returning && !out) {
-        e.health[i].returning = false; // tried once, as order() would; then its slow start
-        --returning_now_;
-        return e.endpoints[i];
-      }
+      if (e.health[i].returning && !out) return e.endpoints[i];
       candidates |= address_set{1} << i;
       if (out) left_out |= address_set{1} << i;
     }

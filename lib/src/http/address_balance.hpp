@@ -89,6 +89,11 @@ public:
     if (latency) state_->balancer.finished(i, *latency, now);
     else state_->balancer.ended(i);
   }
+  /// A connection or request to `i` failed without an answer after `took`
+  /// (balancer.hpp's failed: a costly sample).
+  void failed(std::size_t i, duration_type took, TimePoint now) noexcept {
+    if (state_) state_->balancer.failed(i, took, now);
+  }
   double cost(std::size_t i, TimePoint now) const noexcept { return state_ ? state_->balancer.cost(i, now) : 0; }
   slot_load load(std::size_t i, TimePoint now) const noexcept {
     if (!state_ || i >= state_->balancer.size()) return {};

@@ -166,15 +166,19 @@ public:
 
   /// A failure at `at`, as address_health judged one (connect_blame,
   /// attempt_blame). Ejects it after outlier_ejection::consecutive_failures.
-  void failed(name n, const endpoint& at, TimePoint now) {
+  /// `unanswered`: it got no answer, after that long (the balancer's
+  /// costly sample, whether or not ejection is on).
+  void failed(name n, const endpoint& at, TimePoint now,
+              std::optional<typename TimePoint::duration> unanswered = std::nullopt) {
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
     if (it == names_.end()) return;
     entry& e = it->second;
     expire(e, now);
-    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
-    if (position == e.endpoints.end()) return;
-    address_health& h = e.health[static_cast<std::size_t>(position - e.endpoints.begin())];
+    const std::size_t slot = slot_of(e, at);
+    if (slot == e.endpoints.size()) return;
+    if (unanswered) e.balance.failed(slot, *unanswered, now);
+    address_health& h = e.health[slot];
     if (h.ejected_until > now) return; // its time out is already running
     ++h.consecutive;
     if (ejection_.consecutive_failures == 0 || h.consecutive < ejection_.consecutive_failures) return;

@@ -122,6 +122,13 @@ blame connect_blame(const connect_report& r, duration attempt_delay) noexcept;
 blame attempt_blame(const boost::system::error_code& ec, const exchange& x, attempt_status status,
                     bool through_proxy) noexcept;
 
+/// How long an attempt that got no answer (no response head) waited for
+/// one: its write, first byte and read phases; none when an answer came.
+/// An attempt the attempt rule blames and this gives a time for is the
+/// balancer's costly sample (balancer.hpp's failed), as is a connect the
+/// connect rule blames (with the time it tried).
+std::optional<duration> unanswered_time(const exchange& x) noexcept;
+
 /// The owner of the blame rules above and of the address book they feed.
 class address_health {
 public:
@@ -175,14 +182,15 @@ public:
   /// What became of a connection to one of `n`'s addresses.
   void connect_ended(name_and_port n, const connect_report& r, time_point now);
   /// An attempt that went to `at`, one of `n`'s addresses, ended with `ec`
-  /// and `x`, classified as `status`. `now()` gives the time; it is called
+  /// and `x`, classified as `status` (a failure without an answer is also
+  /// the balancer's sample). `now()` gives the time; it is called
   /// only when a failure is recorded, so that an attempt that went well
   /// costs no clock read.
   template <class Now>
   void attempt_ended(name_and_port n, const endpoint& at, bool through_proxy, const boost::system::error_code& ec,
                      const exchange& x, attempt_status status, Now&& now) {
     switch (attempt_blame(ec, x, status, through_proxy)) {
-    case blame::failure: book_.failed(n, at, now()); break;
+    case blame::failure: book_.failed(n, at, now(), unanswered_time(x)); break;
     case blame::success: book_.succeeded(n, at); break;
     case blame::none: break;
     }

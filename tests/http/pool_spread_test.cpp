@@ -1,7 +1,8 @@
 // The pool's choice for an origin spread over addresses, without sockets
 // and on virtual time: an idle connection to the balancer's pick first,
-// else a new one while the origin has room, else the newest that suits;
-// at the limit, the costliest address's idle connection is closed first.
+// else a new one while the origin has room, else the one that suits to the
+// cheapest address (the newest of equals); at the limit, the costliest
+// address's idle connection is closed first.
 
 #include "pool.hpp"
 
@@ -72,7 +73,7 @@ int id_of(const std::optional<spread_lease>& l) { return l && l->get() ? l->get(
 
 } // namespace
 
-TEST_CASE("pool spread: the pick's idle connection first, else a new one while there is room, else the newest") {
+TEST_CASE("pool spread: the pick's idle connection first, else a new one while there is room, else the newest of equal costs") {
   spread_harness h;
   {
     // Idle, oldest first: 1 to address 0, 2 to address 1, 3 to address 0.
@@ -94,7 +95,7 @@ TEST_CASE("pool spread: the pick's idle connection first, else a new one while t
   CHECK(h.pool.stats().idle == 3);
   fresh->attach(std::make_unique<addressed_connection>(4, 2, h.closed));
 
-  // At the limit (one leased, three idle): the newest that suits.
+  // At the limit (one leased, three idle), costs equal: the newest that suits.
   std::optional<spread_lease> again = h.lease({.pick = 2});
   CHECK(id_of(again) == 2);
   again->mark_reusable();

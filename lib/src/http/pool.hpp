@@ -102,9 +102,11 @@ public:
   /// over addresses: an idle connection that suits and that `spread`
   /// prefers (`spread.preferred(c)`: to the balancer's pick) is taken
   /// first; with none, a permit while there is room (a new connection, to
-  /// the pick), else the newest that suits. At the limit with none that
-  /// suits, the one `spread.cost(c)` ranks highest (the oldest of equals)
-  /// is closed to make room. `spread.active` false: try_lease(key, suits).
+  /// the pick), else the one that suits whose address `spread.cost(c)`
+  /// ranks lowest (the newest of equals): the balancer's next choice among
+  /// what is there. At the limit with none that suits, the one
+  /// `spread.cost(c)` ranks highest (the oldest of equals) is closed to
+  /// make room. `spread.active` false: try_lease(key, suits).
   template <class Suits, class Spread>
   std::optional<lease> try_lease(const std::string& key, Suits&& suits, Spread&& spread) {
     std::lock_guard lock(mutex_);
@@ -122,14 +124,13 @@ public:
     };
     // Newest first; those that do not suit are put back as they were.
     std::size_t unsuited = 0;
-    std::optional<std::size_t> newest_suited; // when spread, the fallback
+    bool suited = false; // when spread: one that suits, not to the pick
     for (std::size_t i = o.idle.size(); i-- > 0;) {
       idle_entry& entry = o.idle[i];
       if (now - entry.since > idle_timeout_ || entry.conn->is_stale()) {
         ++stale_discarded_;
         entry.conn->close();
         o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
-        if (newest_suited) --*newest_suited; // it was after this one
         continue;
       }
       const Connection& c = *entry.conn;
@@ -138,10 +139,23 @@ public:
         continue;
       }
       if (!spread.active || spread.preferred(c)) return take(i);
-      if (!newest_suited) newest_suited = i;
+      suited = true;
     }
     const bool room = o.leased + o.idle.size() < max_per_origin_;
-    if (newest_suited && !room) return take(*newest_suited);
+    if (suited && !room) {
+      // The cheapest that suits (costs asked only here, at the limit).
+      std::optional<std::size_t> cheapest;
+      double lowest = 0;
+      for (std::size_t i = o.idle.size(); i-- > 0;) {
+        const Connection& c = *o.idle[i].conn;
+        if (!suits(c)) continue;
+        if (const double cost = spread.cost(c); !cheapest || cost < lowest) {
+          cheapest = i;
+          lowest = cost;
+        }
+      }
+      if (cheapest) return take(*cheapest);
+    }
     if (!room && unsuited > 0) {
       // All left are unsuited: the costliest goes (the oldest of equals).
       std::size_t out = 0;

@@ -3,6 +3,7 @@
 #include <prometheus/family.h>
 
 #include <algorithm>
+#include <map>
 
 namespace coretry::bookstore {
 
@@ -101,20 +102,33 @@ std::vector<::prometheus::MetricFamily> address_load_families(const coretry::htt
       out[i].metric.push_back(std::move(sample));
     }
   };
-  double requests = 0, outstanding = 0, cost = 0;
+  // By address, in the addresses' order (not the list's, which
+  // round-robin DNS rotates): the same addresses get the same labels
+  // whatever order a lookup gave them in. An address several names share
+  // is one series.
+  struct totals {
+    double requests = 0, outstanding = 0, cost = 0;
+    void add(double r, double o, double c) {
+      requests += r;
+      outstanding += o;
+      cost = std::max(cost, c);
+    }
+  };
+  std::map<boost::asio::ip::tcp::endpoint, totals> by_address;
+  for (const auto& load : stats.spread)
+    by_address[load.address].add(static_cast<double>(load.requests), static_cast<double>(load.outstanding),
+                                 load.cost / 1e9);
+  totals other;
   std::size_t shown = 0;
-  for (const auto& load : stats.spread) {
+  for (const auto& [address, t] : by_address) {
     if (shown < max_address_labels) {
       ++shown;
-      add(coretry::http::to_string(load.address), static_cast<double>(load.requests),
-          static_cast<double>(load.outstanding), load.cost / 1e9);
-      continue;
+      add(coretry::http::to_string(address), t.requests, t.outstanding, t.cost);
+    } else {
+      other.add(t.requests, t.outstanding, t.cost);
     }
-    requests += static_cast<double>(load.requests);
-    outstanding += static_cast<double>(load.outstanding);
-    cost = std::max(cost, load.cost / 1e9);
   }
-  if (stats.spread.size() > max_address_labels) add("other", requests, outstanding, cost);
+  if (by_address.size() > max_address_labels) add("other", other.requests, other.outstanding, other.cost);
   return out;
 }
 

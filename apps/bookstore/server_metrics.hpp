@@ -35,9 +35,15 @@ inline constexpr std::array<std::string_view, 3> known_routes{book_route, "/metr
 inline constexpr std::size_t max_address_labels = 16;
 
 /// The load of `dependency`'s spread addresses (the client's
-/// address_stats::spread, a single name's): coretry_address_requests_total,
+/// address_stats::spread): coretry_address_requests_total,
 /// coretry_address_outstanding and coretry_address_cost_seconds, labelled
-/// {dependency, address}, at most max_address_labels addresses and "other".
+/// {dependency, address}, one series per address (summed over the names
+/// that share it). The max_address_labels lowest addresses (IP, then port)
+/// have their own label and the rest are summed as "other": a lookup that
+/// gives the same addresses in another order (round-robin DNS) moves
+/// nothing between them. A lookup that adds or drops addresses can (an
+/// address no longer listed takes its count with it, and a new lower one
+/// pushes the highest into "other").
 std::vector<::prometheus::MetricFamily> address_load_families(const coretry::http::address_stats& stats,
                                                               const std::string& dependency);
 

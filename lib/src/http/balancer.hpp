@@ -249,9 +249,8 @@ public:
     return static_cast<double>(weight_units(i, now)) / static_cast<double>(full_weight);
   }
 
-  /// The slot for the next request, among `candidates` (for a new
-  /// connection: the addresses not ejected; among pooled connections: the
-  /// addresses with one idle that suits), avoiding the slots in `avoid`
+  /// The slot for the next request, among `candidates` (the address
+  /// book's: the addresses not ejected), avoiding the slots in `avoid`
   /// (the operation's earlier attempts') while a candidate outside it is
   /// left. None in first_to_connect mode (the caller keeps its own order)
   /// or when no candidate is a slot in use. Draws from `random` only when

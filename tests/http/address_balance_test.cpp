@@ -166,3 +166,17 @@ TEST_CASE("address balance: an address back from its ejection is picked until a 
   counts = run(book, 1000, back + 2s, 1ms);
   CHECK(counts["127.0.0.3"] >= 250 / 2);
 }
+
+TEST_CASE("address balance: a request re-sent within its attempt is in flight again, not another request") {
+  seeded_source draws;
+  book_type book(1h, eject_after(5), balance_mode::least_cost, draws);
+  book.pin(fleet_name, four);
+  const auto to = at("127.0.0.2");
+  REQUIRE(book.request_started(fleet_name, to));
+  book.request_ended(fleet_name, to, std::nullopt, start); // the pooled connection was closed
+  REQUIRE(book.request_started(fleet_name, to, true));
+  const auto seen = book.stats(start).spread;
+  REQUIRE(seen.size() == 4);
+  CHECK(seen[0].requests == 1);
+  CHECK(seen[0].outstanding == 1);
+}

@@ -76,11 +76,13 @@ public:
   void returned(std::size_t i, TimePoint now) noexcept {
     if (state_) state_->balancer.returned(i, now);
   }
-  /// A request to slot `i` started; false when nothing was counted.
-  bool started(std::size_t i) noexcept {
+  /// A request to slot `i` started (in flight; among its requests unless
+  /// it is one `again`: a re-send within its attempt); false when nothing
+  /// was counted.
+  bool started(std::size_t i, bool again = false) noexcept {
     if (!state_ || i >= state_->balancer.size()) return false;
     state_->balancer.started(i);
-    ++state_->requests[i];
+    if (!again) ++state_->requests[i];
     return true;
   }
   /// A request to `i` ended: answered after `latency` (a sample), or not.

@@ -207,8 +207,7 @@ public:
     const auto it = names_.find(n);
     if (it == names_.end()) return;
     entry& e = it->second;
-    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
-    if (position != e.endpoints.end()) e.health[static_cast<std::size_t>(position - e.endpoints.begin())].consecutive = 0;
+    if (const std::size_t i = slot_of(e, at); i < e.endpoints.size()) e.health[i].consecutive = 0;
   }
 
   address_stats stats(TimePoint now) {
@@ -260,13 +259,14 @@ public:
   }
 
   /// A request to `at`, one of `n`'s addresses, started: counted in flight
-  /// when `n` is balanced (true; then request_ended must follow).
-  bool request_started(name n, const endpoint& at) {
+  /// when `n` is balanced (true; then request_ended must follow), and among
+  /// its requests unless `again` (the same request re-sent in its attempt).
+  bool request_started(name n, const endpoint& at, bool again = false) {
     if (balanced_names_.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
     if (it == names_.end() || !it->second.balance) return false;
-    return it->second.balance.started(slot_of(it->second, at));
+    return it->second.balance.started(slot_of(it->second, at), again);
   }
 
   /// A request counted by request_started ended: answered after `latency`

@@ -196,9 +196,13 @@ public:
     }
   }
 
-  /// A request to `at` started; true when the balancer counts it (then
-  /// request_ended must follow: in_flight_request does both).
-  bool request_started(name_and_port n, const endpoint& at) { return book_.request_started(n, at); }
+  /// A request to `at` started (`again`: re-sent within its attempt, not
+  /// counted among the address's requests a second time); true when the
+  /// balancer counts it in flight (then request_ended must follow:
+  /// in_flight_request does both).
+  bool request_started(name_and_port n, const endpoint& at, bool again = false) {
+    return book_.request_started(n, at, again);
+  }
   /// A counted request ended, answered after `latency` or not at all.
   void request_ended(name_and_port n, const endpoint& at, std::optional<duration> latency, time_point now) {
     book_.request_ended(n, at, latency, now);
@@ -221,10 +225,12 @@ public:
   in_flight_request& operator=(const in_flight_request&) = delete;
   ~in_flight_request() { end(); }
 
-  /// A request to `at` is sent at `now` (ending the one before, if any).
-  void start(address_health& health, name_and_port n, const address_health::endpoint& at, time_point now) {
+  /// A request to `at` is sent at `now` (ending the one before, if any);
+  /// `again`: the same request re-sent on a fresh connection.
+  void start(address_health& health, name_and_port n, const address_health::endpoint& at, time_point now,
+             bool again = false) {
     end();
-    if (!health.request_started(n, at)) return;
+    if (!health.request_started(n, at, again)) return;
     health_ = &health;
     name_ = n;
     at_ = at;

@@ -259,7 +259,7 @@ private:
     s.prepared->used.add(*s.x.address);
     const clock::time_point now = clock::now();
     s.x.phases.enter(phase::write, now);
-    s.in_flight.start(s.state->health, s.target, *s.x.address, now);
+    s.in_flight.start(s.state->health, s.target, *s.x.address, now, s.resent);
     connection& conn = s.conn();
     run(s.machine.start(*s.req, conn.buffer, conn.head, s.x.reused_connection), cont);
   }
@@ -329,6 +329,7 @@ private:
     exchange& x = s.x;
     s.state->pool.note_stale();
     s.in_flight.end();
+    s.resent = true;
     exchange fresh;
     fresh.idempotency_key = std::move(x.idempotency_key);
     fresh.proxy = std::move(x.proxy);

@@ -71,6 +71,9 @@ struct attempt_state {
   /// The request counted in flight to its address, until its end (declared
   /// after what its name's text lives in: ended first).
   in_flight_request in_flight;
+  /// The request was sent before in this attempt (on a pooled connection
+  /// the server had closed): its re-send is not another request.
+  bool resent = false;
   phase_timings::clock::time_point lease_at; ///< the time leases are judged at
   std::optional<lease> held;
   std::optional<connect_context> setup;

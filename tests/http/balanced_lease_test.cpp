@@ -78,13 +78,17 @@ struct harness {
     return coretry::http::detail::lease_toward_pick(book, pool, origin, fleet_name, {}, runner.now(), pick);
   }
 
-  /// A connection to `to` made on a permit and given back idle.
-  void idle_connection(const endpoint& to) {
-    std::optional<pool_type::lease> held = pool.try_lease(origin);
-    REQUIRE(held);
-    REQUIRE_FALSE(held->get());
-    held->attach(std::make_unique<peered_connection>(next_id++, to, closed));
-    held->mark_reusable();
+  /// A connection to each of `to`, made on permits and given back idle.
+  void idle_connections(const std::vector<endpoint>& to) {
+    std::vector<pool_type::lease> held;
+    for (const endpoint& peer : to) {
+      std::optional<pool_type::lease> one = pool.try_lease(origin);
+      REQUIRE(one);
+      REQUIRE_FALSE(one->get());
+      one->attach(std::make_unique<peered_connection>(next_id++, peer, closed));
+      one->mark_reusable();
+      held.push_back(std::move(*one));
+    }
   }
 
   boost::asio::io_context io;
@@ -104,7 +108,7 @@ TEST_CASE("balanced lease: an address back from its ejection gets a new connecti
   h.runner.run_for(1h);
   h.book.failed(fleet_name, b, h.runner.now());
   REQUIRE(h.book.stats(h.runner.now()).ejected == 1);
-  h.idle_connection(a); // the pool is full: one idle connection, to A
+  h.idle_connections({a}); // the pool is full: one idle connection, to A
   REQUIRE(h.pool.stats().idle == 1);
 
   // Its ejection ends: the next request goes to B, on a new connection (A's
@@ -117,6 +121,32 @@ TEST_CASE("balanced lease: an address back from its ejection gets a new connecti
   CHECK(got->get() == nullptr);
   CHECK(h.closed == std::vector<int>{1});
   CHECK(h.book.order(fleet_name, {}, h.runner.now(), pick).front() == b);
+}
+
+} // namespace balanced_lease_tests
+
+namespace balanced_lease_tests {
+
+TEST_CASE("balanced lease: an address back from its ejection served on a pooled connection is tried: the others' "
+          "connections suit again") {
+  const endpoint a = at("127.0.0.2");
+  const endpoint b = at("127.0.0.3");
+  harness h({a, b}, 2);
+  h.runner.run_for(1h);
+  h.idle_connections({a, b}); // B's kept idle while it is ejected
+  h.book.failed(fleet_name, b, h.runner.now());
+  h.runner.run_for(30s);
+  std::optional<endpoint> pick;
+  std::optional<pool_type::lease> got = h.lease(pick);
+  REQUIRE(got);
+  CHECK(pick == b);
+  REQUIRE(got->get() != nullptr);
+  CHECK(got->get()->peer == b);
+  // The request goes on it: B has been tried, as a new connection would
+  // have tried it; the balancer picks from now on.
+  REQUIRE(h.book.request_started(fleet_name, b));
+  CHECK(h.book.suits(fleet_name, a, {}, h.runner.now()));
+  h.book.request_ended(fleet_name, b, std::chrono::milliseconds(5), h.runner.now());
 }
 
 } // namespace balanced_lease_tests

@@ -31,6 +31,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace coretry::http::detail {
@@ -111,8 +112,7 @@ public:
       } else if (h.returning) {
         // Back from an ejection: this connection tries it first, once.
         returning.push_back(e.endpoints[i]);
-        h.returning = false;
-        --returning_now_;
+        end_return(h);
       } else {
         good.push_back(e.endpoints[i]);
       }
@@ -166,10 +166,8 @@ public:
 
   /// A failure at `at`, as address_health judged one (connect_blame,
   /// attempt_blame). Ejects it after outlier_ejection::consecutive_failures.
-  /// `unanswered`: it got no answer, after that long (the balancer's
-  /// costly sample, whether or not ejection is on).
-  void failed(name n, const endpoint& at, TimePoint now,
-              std::optional<typename TimePoint::duration> unanswered = std::nullopt) {
+  /// `unanswered`: no answer came, after that long (the balancer's sample).
+  void failed(name n, const endpoint& at, TimePoint now, std::optional<typename TimePoint::duration> unanswered = {}) {
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
     if (it == names_.end()) return;
@@ -191,10 +189,7 @@ public:
     const duration time_out = base.count() > 0 && base > most / times ? most : std::min(base * times, most);
     h.ejected_until = instant_after(now, time_out);
     h.consecutive = 0;
-    if (h.returning) {
-      h.returning = false;
-      --returning_now_;
-    }
+    end_return(h);
     next_return_ = std::min(next_return_, h.ejected_until);
     ++ejections_;
     ++ejected_now_;
@@ -231,12 +226,12 @@ public:
   // The balancer of a name of several addresses (address_balance.hpp).
 
   /// The address the next request to `n` goes to: one back from an
-  /// ejection that no new connection has tried yet (until order() has put
-  /// it first for one: meanwhile suits() turns down pooled connections to
-  /// the others, so that the pool makes room for it), else the balancer's
-  /// pick among those not ejected, `avoid`ed ones (avoid_rule) left out
-  /// while another is left. None when `n` is not balanced (one address,
-  /// first_to_connect, not in the book): no lock taken while no name is.
+  /// ejection until tried (by a new connection, order(), or a request;
+  /// meanwhile suits() turns down the others' pooled connections, so a
+  /// full pool makes room), else the balancer's pick among those not
+  /// ejected, `avoid`ed ones (avoid_rule) left out while another is left.
+  /// None when `n` is not balanced (one address, first_to_connect, not in
+  /// the book): no lock taken while no name is.
   std::optional<endpoint> pick(name n, std::span<const endpoint> avoid, TimePoint now) {
     if (balanced_names_.load(std::memory_order_relaxed) == 0) return std::nullopt;
     std::lock_guard lock(mutex_);
@@ -266,7 +261,9 @@ public:
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
     if (it == names_.end() || !it->second.balance) return false;
-    return it->second.balance.started(slot_of(it->second, at), again);
+    const std::size_t i = slot_of(it->second, at);
+    if (i < it->second.health.size()) end_return(it->second.health[i]); // tried, as by order()
+    return it->second.balance.started(i, again);
   }
 
   /// A request counted by request_started ended: answered after `latency`
@@ -315,6 +312,9 @@ private:
     bool pinned = false;
     name_balance<TimePoint> balance;
   };
+
+  /// `h` is no longer back from an ejection: tried, or ejected again.
+  void end_return(address_health& h) noexcept { returning_now_ -= std::exchange(h.returning, false) ? 1 : 0; }
 
   /// `at`'s position in `e`'s list (its balancer's slot); past the end if none.
   static std::size_t slot_of(const entry& e, const endpoint& at) {

@@ -78,9 +78,11 @@ TEST_CASE("balance: four equal addresses share keep-alive requests about evenly,
   CAPTURE(counts[3]);
   for (const std::size_t n : counts) {
     // A quarter each over time; over one second, the peaks each address's
-    // latency happens to show tilt it (an estimate forgets them in 10 s).
-    CHECK(n >= 40); // 10%
-    CHECK(n <= 160); // 40%
+    // latency happens to show tilt it (an estimate forgets them in 10 s),
+    // the more on a loaded machine or under a sanitizer (21 of 400 seen
+    // under tsan). Without the balancer one address takes nearly all.
+    CHECK(n >= 12); // 3%
+    CHECK(n <= 200); // 50%
   }
   // Keep-alive: connections are reused, not one per request.
   CHECK(c.client.stats().connections_opened <= 32);

@@ -327,6 +327,8 @@ public:
              static_cast<double>(addresses.ejections), true);
     mirrored("coretry_addresses_ejected", ::prometheus::MetricType::Gauge,
              "Addresses of the dependency out of use now.", static_cast<double>(addresses.ejected), true);
+    auto load = address_load_families(addresses, "pricing");
+    families.insert(families.end(), std::make_move_iterator(load.begin()), std::make_move_iterator(load.end()));
 #if CORETRY_BOOKSTORE_SHARED_STATE
     if (shared_) {
       mirrored("coretry_shared_state_up", ::prometheus::MetricType::Gauge,

@@ -3,6 +3,7 @@
 #include <prometheus/family.h>
 
 #include <algorithm>
+#include <map>
 
 namespace coretry::bookstore {
 
@@ -79,6 +80,56 @@ std::vector<::prometheus::MetricFamily> server_metrics::collect(std::size_t open
         std::stable_partition(metric.label.begin(), metric.label.end(),
                               [](const ::prometheus::ClientMetric::Label& l) { return l.name == "route"; });
   return families;
+}
+
+std::vector<::prometheus::MetricFamily> address_load_families(const coretry::http::address_stats& stats,
+                                                              const std::string& dependency) {
+  using ::prometheus::MetricType;
+  if (stats.spread.empty()) return {};
+  std::vector<::prometheus::MetricFamily> out{
+      {"coretry_address_requests_total", "Calls sent to each address of the dependency.", MetricType::Counter, {}},
+      {"coretry_address_outstanding", "Calls in flight to each address of the dependency.", MetricType::Gauge, {}},
+      {"coretry_address_cost_seconds",
+       "The balancer's cost of each address: its latency estimate times its calls in flight plus one.",
+       MetricType::Gauge, {}}};
+  const auto add = [&](const std::string& address, double requests, double outstanding, double cost) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ::prometheus::ClientMetric sample;
+      sample.label = {{"address", address}, {"dependency", dependency}};
+      const double value = i == 0 ? requests : i == 1 ? outstanding : cost;
+      if (i == 0) sample.counter.value = value;
+      else sample.gauge.value = value;
+      out[i].metric.push_back(std::move(sample));
+    }
+  };
+  // By address, in the addresses' order (not the list's, which
+  // round-robin DNS rotates): the same addresses get the same labels
+  // whatever order a lookup gave them in. An address several names share
+  // is one series.
+  struct totals {
+    double requests = 0, outstanding = 0, cost = 0;
+    void add(double r, double o, double c) {
+      requests += r;
+      outstanding += o;
+      cost = std::max(cost, c);
+    }
+  };
+  std::map<boost::asio::ip::tcp::endpoint, totals> by_address;
+  for (const auto& load : stats.spread)
+    by_address[load.address].add(static_cast<double>(load.requests), static_cast<double>(load.outstanding),
+                                 load.cost / 1e9);
+  totals other;
+  std::size_t shown = 0;
+  for (const auto& [address, t] : by_address) {
+    if (shown < max_address_labels) {
+      ++shown;
+      add(coretry::http::to_string(address), t.requests, t.outstanding, t.cost);
+    } else {
+      other.add(t.requests, t.outstanding, t.cost);
+    }
+  }
+  if (by_address.size() > max_address_labels) add("other", other.requests, other.outstanding, other.cost);
+  return out;
 }
 
 } // namespace coretry::bookstore

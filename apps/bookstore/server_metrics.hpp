@@ -6,6 +6,7 @@
 // label set is made at construction, so counting never takes the registry's
 // lock or allocates.
 
+#include <coretry/http/addresses.hpp>
 #include <serving/serving.hpp>
 
 #include <prometheus/counter.h>
@@ -28,6 +29,23 @@ inline constexpr std::array<unsigned, 10> known_codes{200, 400, 404, 405, 413, 4
 /// Route labels of the responses: the book route, /metrics and any other.
 inline constexpr std::string_view book_route = "/books/{id}";
 inline constexpr std::array<std::string_view, 3> known_routes{book_route, "/metrics", "other"};
+
+/// Addresses of a dependency with series of their own in
+/// address_load_families; the rest are summed as address="other".
+inline constexpr std::size_t max_address_labels = 16;
+
+/// The load of `dependency`'s spread addresses (the client's
+/// address_stats::spread): coretry_address_requests_total,
+/// coretry_address_outstanding and coretry_address_cost_seconds, labelled
+/// {dependency, address}, one series per address (summed over the names
+/// that share it). The max_address_labels lowest addresses (IP, then port)
+/// have their own label and the rest are summed as "other": a lookup that
+/// gives the same addresses in another order (round-robin DNS) moves
+/// nothing between them. A lookup that adds or drops addresses can (an
+/// address no longer listed takes its count with it, and a new lower one
+/// pushes the highest into "other").
+std::vector<::prometheus::MetricFamily> address_load_families(const coretry::http::address_stats& stats,
+                                                              const std::string& dependency);
 
 class server_metrics {
 public:

@@ -499,6 +499,8 @@ TEST_CASE("--pricing-resolve pins pricing's name to addresses: a refused one is 
   const std::string metrics = get(bookstore_port, "/metrics").body;
   CHECK(metric(metrics, R"(coretry_address_ejections_total{dependency="pricing"})") == 0);
   CHECK(metric(metrics, R"(coretry_addresses_ejected{dependency="pricing"})") == 0);
+  CHECK(metric(metrics, R"(coretry_address_requests_total{address="127.0.0.1:)" + port + R"(",dependency="pricing"})") == 3);
+  CHECK(metric(metrics, R"(coretry_address_requests_total{address="127.0.0.2:)" + port + R"(",dependency="pricing"})") == 0);
 
   bookstore::options bad = o;
   bad.pricing_resolve = {"pricing:" + port + ":[::1"};

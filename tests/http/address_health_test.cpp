@@ -175,6 +175,47 @@ TEST_CASE("address health: connect reports eject by the connect rule, and races 
   CHECK(health.stats(start).connect_races == 2);
 }
 
+TEST_CASE("address health: a refused connect and an attempt without an answer teach the balancer, with "
+          "ejection off") {
+  coretry::http::outlier_ejection off;
+  off.consecutive_failures = 0;
+  address_health health(1h, off, 250ms);
+  const endpoint a = at("127.0.0.2");
+  const endpoint b = at("127.0.0.3");
+  health.pin(billing, {a, b});
+  // B refuses every connection; each request that picks it goes on to A
+  // (the race's next address), which answers in 5 ms.
+  int to_b = 0;
+  for (int i = 0; i < 100; ++i) {
+    const address_health::time_point now = start + i * 10ms;
+    const auto picked = health.pick(billing, {}, now);
+    REQUIRE(picked);
+    if (*picked == b) {
+      ++to_b;
+      health.connect_ended(billing, {.at = b, .error = asio::error::connection_refused}, now);
+    }
+    REQUIRE(health.request_started(billing, a));
+    health.request_ended(billing, a, 5ms, now + 5ms);
+  }
+  CHECK(to_b < 50);
+  CHECK(health.stats(start + 1s).ejected == 0);
+
+  // A cancelled attempt (the caller's, or a hedge that lost) says nothing;
+  // one out of time without an answer makes A cost at least the 1 s
+  // penalty.
+  const address_health::time_point later = start + 2s;
+  exchange unanswered;
+  unanswered.address = a;
+  const double before = health.cost(billing, a, later);
+  CHECK(before < 5e6 + 1);
+  health.attempt_ended(billing, a, false, asio::error::operation_aborted, unanswered, attempt_status::transient,
+                       [&] { return later; });
+  CHECK(health.cost(billing, a, later) == doctest::Approx(before));
+  health.attempt_ended(billing, a, false, coretry::attempt_error::timed_out, unanswered, attempt_status::transient,
+                       [&] { return later; });
+  CHECK(health.cost(billing, a, later) >= 1e9);
+}
+
 TEST_CASE("address health: an operation's used addresses, the latest last, at most eight, and a retry prefers the "
           "others") {
   using coretry::http::detail::used_addresses;

@@ -4,6 +4,7 @@
 // age.
 
 #include "blocking_client.hpp"
+#include "fleet.hpp"
 #include "hostile_server.hpp"
 
 #include "policies.hpp"
@@ -34,55 +35,8 @@ namespace many_addresses {
 
 using namespace std::chrono_literals;
 using coretry_tests::hostile_server;
+using namespace coretry_tests::fleets;
 namespace beast_http = boost::beast::http;
-
-/// Every request on the connection answered with `status` and no body.
-hostile_server::script status_always(unsigned status, std::chrono::milliseconds delay = 0ms) {
-  return [status, delay](hostile_server::peer& peer) {
-    while (peer.read_request()) {
-      if (delay > 0ms) std::this_thread::sleep_for(delay);
-      if (!peer.send("HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 0\r\n\r\n")) return;
-    }
-  };
-}
-
-/// Servers on several loopback addresses sharing one port (a name's fleet).
-struct fleet {
-  /// `scripts[i]` answers on `addresses[i]`; an empty script leaves that
-  /// address with no listener (connections to it are refused).
-  fleet(const std::vector<std::string>& addresses, const std::vector<hostile_server::script>& scripts) {
-    for (int tries = 0; tries < 20 && servers.empty(); ++tries) {
-      try {
-        unsigned short port = 0;
-        for (std::size_t i = 0; i < addresses.size(); ++i) {
-          if (!scripts[i]) {
-            servers.push_back(nullptr);
-            continue;
-          }
-          servers.push_back(std::make_unique<hostile_server>(std::vector<hostile_server::script>{scripts[i]},
-                                                             addresses[i], port));
-          port = servers.back()->port();
-        }
-        this->port = port;
-      } catch (const boost::system::system_error&) {
-        servers.clear(); // the port was taken on another address: again
-      }
-    }
-    REQUIRE_FALSE(servers.empty());
-  }
-
-  /// "pricing:PORT:A,B,..." for these addresses.
-  std::string resolve(const std::vector<std::string>& addresses) const {
-    std::string entry = "pricing:" + std::to_string(port) + ":";
-    for (std::size_t i = 0; i < addresses.size(); ++i) entry += (i ? "," : "") + addresses[i];
-    return entry;
-  }
-  std::string url(const std::string& target = "/") const { return "http://pricing:" + std::to_string(port) + target; }
-  std::size_t requests(std::size_t i) const { return servers[i] ? servers[i]->requests().size() : 0; }
-
-  std::vector<std::unique_ptr<hostile_server>> servers;
-  unsigned short port = 0;
-};
 
 /// A listener on `address`:`port` that never accepts, its backlog filled:
 /// the kernel drops further SYNs, so a connection to it neither succeeds
@@ -119,22 +73,6 @@ struct blackhole {
   bool holding = false;
 };
 
-coretry::http::client_options pinned(const std::string& entry) {
-  coretry::http::client_options o;
-  o.resolve = {entry};
-  return o;
-}
-
-coretry::http::request_options with_policy(coretry::policy p) {
-  coretry::http::request_options options;
-  options.policy = p;
-  return options;
-}
-
-std::string address_of(const coretry::http::result& r) {
-  return r.value && r.value->address ? coretry::http::to_string(*r.value->address) : "";
-}
-
 } // namespace many_addresses
 
 using namespace many_addresses;
@@ -146,6 +84,7 @@ TEST_CASE("many addresses: a retry after a 503 goes to the other address, never 
     CAPTURE(i);
     // A new client each time: its first attempt goes to the first address.
     coretry::http::client_options o = pinned(f.resolve(addresses));
+    o.balance = coretry::http::balance_mode::first_to_connect;
     o.ejection.consecutive_failures = 0;
     coretry_tests::blocking_client c(o);
     const std::size_t before = f.requests(0);
@@ -158,6 +97,7 @@ TEST_CASE("many addresses: a retry after a 503 goes to the other address, never 
 
   // One client, many operations: none sends two attempts to the 503.
   coretry::http::client_options o = pinned(f.resolve(addresses));
+  o.balance = coretry::http::balance_mode::first_to_connect;
   o.ejection.consecutive_failures = 0;
   coretry_tests::blocking_client c(o);
   for (int i = 0; i < 20; ++i) {
@@ -191,6 +131,7 @@ TEST_CASE("many addresses: a blackholed address costs the connection attempt del
   fleet f(addresses, {nullptr, status_always(200)});
   blackhole hole("127.0.0.2", f.port);
   coretry::http::client_options o = pinned(f.resolve(addresses));
+  o.balance = coretry::http::balance_mode::first_to_connect; // the blackhole first
   o.connection_attempt_delay = 150ms;
   coretry_tests::blocking_client c(o);
   const auto start = std::chrono::steady_clock::now();
@@ -218,6 +159,7 @@ TEST_CASE("many addresses: five 503s in a row eject an address, tried again afte
   const std::vector<std::string> addresses{"127.0.0.2", "127.0.0.3"};
   fleet f(addresses, {status_always(503), status_always(200)});
   coretry::http::client_options o = pinned(f.resolve(addresses));
+  o.balance = coretry::http::balance_mode::first_to_connect; // the 503 first
   o.ejection.base_ejection_time = 400ms;
   coretry_tests::blocking_client c(o);
   coretry::policy once = coretry::test::loopback_policy(10s, 2s);
@@ -252,7 +194,9 @@ TEST_CASE("many addresses: five 503s in a row eject an address, tried again afte
 TEST_CASE("many addresses: a 501 is the request's failure, not the address's: nothing is ejected") {
   const std::vector<std::string> addresses{"127.0.0.2", "127.0.0.3"};
   fleet f(addresses, {status_always(501), status_always(200)});
-  coretry_tests::blocking_client c(pinned(f.resolve(addresses)));
+  coretry::http::client_options o = pinned(f.resolve(addresses));
+  o.balance = coretry::http::balance_mode::first_to_connect; // the 501 first
+  coretry_tests::blocking_client c(o);
   coretry::policy once = coretry::test::loopback_policy(10s, 2s);
   once.max_attempts = 1;
   for (int i = 0; i < 8; ++i) CHECK_FALSE(c.send(beast_http::verb::get, f.url(), with_policy(once)).succeeded());

@@ -8,57 +8,33 @@
 // which alone tells it of failures and successes: what counts as one is
 // decided there, what follows from a run of them (ejection, its length,
 // the share never ejected, the return) here, under the same lock as the
-// record. No I/O and no clock reads: the time is an argument, so that the
-// rules run on virtual time. Thread-safe. Internal to coretry::http.
+// record, as is a name's balancer (address_balance.hpp: requests' starts
+// and ends, the next request's address). No I/O and no clock reads: the
+// time is an argument, so that the rules run on virtual time. Thread-safe.
+// Internal to coretry::http.
 
 #include <coretry/http/addresses.hpp>
+#include <coretry/random.hpp>
 #include <coretry/with_deadline.hpp>
+
+#include "address_balance.hpp"
+#include "address_names.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
-#include <string_view>
-#include <atomic>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace coretry::http::detail {
-
-/// Addresses of one name kept at most: a lookup that returns more is cut.
-inline constexpr std::size_t max_addresses_per_name = 64;
-/// Names kept at most (besides pins): beyond it the one looked up longest
-/// ago is forgotten.
-inline constexpr std::size_t max_names = 1024;
-
-/// `endpoints` reordered as Happy Eyeballs v2 asks (RFC 8305 §4): the
-/// families alternate, starting with the family of the first; within a
-/// family the order is kept.
-inline std::vector<boost::asio::ip::tcp::endpoint>
-interleave_families(const std::vector<boost::asio::ip::tcp::endpoint>& endpoints) {
-  if (endpoints.empty()) return {};
-  const bool first_v6 = endpoints.front().address().is_v6();
-  std::vector<boost::asio::ip::tcp::endpoint> first, second, out;
-  for (const auto& e : endpoints) (e.address().is_v6() == first_v6 ? first : second).push_back(e);
-  out.reserve(endpoints.size());
-  for (std::size_t i = 0; i < std::max(first.size(), second.size()); ++i) {
-    if (i < first.size()) out.push_back(first[i]);
-    if (i < second.size()) out.push_back(second[i]);
-  }
-  return out;
-}
-
-/// A name and port as connections see them ("pricing", "8080"): what is
-/// looked up, pinned, and kept apart in the book. Found without copying.
-struct name_and_port {
-  std::string_view host;
-  std::string_view port;
-};
 
 template <class TimePoint>
 class basic_address_book {
@@ -66,14 +42,18 @@ public:
   using endpoint = boost::asio::ip::tcp::endpoint;
   using name = name_and_port;
 
-  basic_address_book(duration lookup_ttl, outlier_ejection ejection) : lookup_ttl_(lookup_ttl), ejection_(ejection) {}
+  /// `random`: the balancer's draws (the process's independent source
+  /// unless a test gives its own); it must outlive the book.
+  basic_address_book(duration lookup_ttl, outlier_ejection ejection, balance_mode mode = balance_mode::least_cost,
+                     random_source& random = independent_random::instance())
+      : lookup_ttl_(lookup_ttl), ejection_(ejection), mode_(mode), random_(&random) {}
 
   /// `name` ("host:port") always goes to `endpoints` and is never looked up.
   void pin(name n, std::vector<endpoint> endpoints) {
     std::lock_guard lock(mutex_);
     entry& e = entry_of(n);
     e.pinned = true;
-    replace(e, std::move(endpoints));
+    replace(e, std::move(endpoints), TimePoint{});
   }
 
   bool pinned(name n) const {
@@ -104,7 +84,7 @@ public:
     entry& e = entry_of(n);
     if (e.pinned) return;
     e.looked_up_at = now;
-    replace(e, std::move(looked_up));
+    replace(e, std::move(looked_up), now);
   }
 
   /// The order a new connection to `name` tries its addresses in: first
@@ -112,7 +92,10 @@ public:
   /// attempts used, the latest last), then the rest, ejected ones last;
   /// families interleaved within each group. When every address is in
   /// `avoid`, only the latest (the one that just failed) is put back.
-  std::vector<endpoint> order(name n, std::span<const endpoint> avoid, TimePoint now) {
+  /// `first` (the balancer's pick), when listed and not ejected, goes
+  /// before all: the others are the race that follows when it fails.
+  std::vector<endpoint> order(name n, std::span<const endpoint> avoid, TimePoint now,
+                              const std::optional<endpoint>& first = std::nullopt) {
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
     if (it == names_.end()) return {};
@@ -129,8 +112,7 @@ public:
       } else if (h.returning) {
         // Back from an ejection: this connection tries it first, once.
         returning.push_back(e.endpoints[i]);
-        h.returning = false;
-        --returning_now_;
+        end_return(h);
       } else {
         good.push_back(e.endpoints[i]);
       }
@@ -139,6 +121,11 @@ public:
     for (const auto& x : interleave_families(good)) out.push_back(x);
     for (const auto* group : {&rest, &ejected})
       for (const auto& x : interleave_families(*group)) out.push_back(x);
+    if (first) {
+      const auto not_ejected = out.end() - static_cast<std::ptrdiff_t>(ejected.size());
+      if (const auto picked = std::find(out.begin(), not_ejected, *first); picked != not_ejected)
+        std::rotate(out.begin(), picked, picked + 1);
+    }
     return out;
   }
 
@@ -179,15 +166,17 @@ public:
 
   /// A failure at `at`, as address_health judged one (connect_blame,
   /// attempt_blame). Ejects it after outlier_ejection::consecutive_failures.
-  void failed(name n, const endpoint& at, TimePoint now) {
+  /// `unanswered`: no answer came, after that long (the balancer's sample).
+  void failed(name n, const endpoint& at, TimePoint now, std::optional<typename TimePoint::duration> unanswered = {}) {
     std::lock_guard lock(mutex_);
     const auto it = names_.find(n);
     if (it == names_.end()) return;
     entry& e = it->second;
     expire(e, now);
-    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
-    if (position == e.endpoints.end()) return;
-    address_health& h = e.health[static_cast<std::size_t>(position - e.endpoints.begin())];
+    const std::size_t slot = slot_of(e, at);
+    if (slot == e.endpoints.size()) return;
+    if (unanswered) e.balance.failed(slot, *unanswered, now);
+    address_health& h = e.health[slot];
     if (h.ejected_until > now) return; // its time out is already running
     ++h.consecutive;
     if (ejection_.consecutive_failures == 0 || h.consecutive < ejection_.consecutive_failures) return;
@@ -200,10 +189,7 @@ public:
     const duration time_out = base.count() > 0 && base > most / times ? most : std::min(base * times, most);
     h.ejected_until = instant_after(now, time_out);
     h.consecutive = 0;
-    if (h.returning) {
-      h.returning = false;
-      --returning_now_;
-    }
+    end_return(h);
     next_return_ = std::min(next_return_, h.ejected_until);
     ++ejections_;
     ++ejected_now_;
@@ -216,8 +202,7 @@ public:
     const auto it = names_.find(n);
     if (it == names_.end()) return;
     entry& e = it->second;
-    const auto position = std::find(e.endpoints.begin(), e.endpoints.end(), at);
-    if (position != e.endpoints.end()) e.health[static_cast<std::size_t>(position - e.endpoints.begin())].consecutive = 0;
+    if (const std::size_t i = slot_of(e, at); i < e.endpoints.size()) e.health[i].consecutive = 0;
   }
 
   address_stats stats(TimePoint now) {
@@ -227,7 +212,76 @@ public:
     s.ejections = ejections_;
     s.ejected = ejected_now_.load(std::memory_order_relaxed);
     s.connect_races = races_;
+    for (const auto& [k, e] : names_) {
+      if (!e.balance) continue;
+      for (std::size_t i = 0; i < std::min(e.endpoints.size(), max_balanced_addresses); ++i) {
+        const slot_load load = e.balance.load(i, now);
+        s.spread.push_back({k.host + ":" + k.port, e.endpoints[i], load.requests, load.outstanding, load.cost,
+                            e.health[i].ejected_until > now});
+      }
+    }
     return s;
+  }
+
+  // The balancer of a name of several addresses (address_balance.hpp).
+
+  /// The address the next request to `n` goes to: one back from an
+  /// ejection until tried (by a new connection, order(), or a request;
+  /// meanwhile suits() turns down the others' pooled connections, so a
+  /// full pool makes room), else the balancer's pick among those not
+  /// ejected, `avoid`ed ones (avoid_rule) left out while another is left.
+  /// None when `n` is not balanced (one address, first_to_connect, not in
+  /// the book): no lock taken while no name is.
+  std::optional<endpoint> pick(name n, std::span<const endpoint> avoid, TimePoint now) {
+    if (balanced_names_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end() || !it->second.balance) return std::nullopt;
+    entry& e = it->second;
+    expire(e, now);
+    const auto avoided = avoid_rule(e, avoid);
+    address_set candidates = 0;
+    address_set left_out = 0;
+    for (std::size_t i = 0; i < std::min(e.endpoints.size(), max_balanced_addresses); ++i) {
+      if (e.health[i].ejected_until > now) continue;
+      const bool out = avoided(e.endpoints[i]);
+      if (e.health[i].returning && !out) return e.endpoints[i];
+      candidates |= address_set{1} << i;
+      if (out) left_out |= address_set{1} << i;
+    }
+    const auto slot = e.balance.pick(candidates, left_out, now, *random_);
+    return slot ? std::optional<endpoint>(e.endpoints[*slot]) : std::nullopt;
+  }
+
+  /// A request to `at`, one of `n`'s addresses, started: counted in flight
+  /// when `n` is balanced (true; then request_ended must follow), and among
+  /// its requests unless `again` (the same request re-sent in its attempt).
+  bool request_started(name n, const endpoint& at, bool again = false) {
+    if (balanced_names_.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end() || !it->second.balance) return false;
+    const std::size_t i = slot_of(it->second, at);
+    if (i < it->second.health.size()) end_return(it->second.health[i]); // tried, as by order()
+    return it->second.balance.started(i, again);
+  }
+
+  /// A request counted by request_started ended: answered after `latency`
+  /// (the balancer's sample), or without an answer.
+  void request_ended(name n, const endpoint& at, std::optional<typename TimePoint::duration> latency, TimePoint now) {
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    if (it == names_.end()) return;
+    if (const std::size_t i = slot_of(it->second, at); i < it->second.endpoints.size())
+      it->second.balance.ended(i, latency, now);
+  }
+
+  /// The balancer's cost of `at` now; 0 when `n` is not balanced.
+  double cost(name n, const endpoint& at, TimePoint now) {
+    if (balanced_names_.load(std::memory_order_relaxed) == 0) return 0;
+    std::lock_guard lock(mutex_);
+    const auto it = names_.find(n);
+    return it == names_.end() ? 0 : it->second.balance.cost(slot_of(it->second, at), now);
   }
 
   /// A new connection was raced over more than one address.
@@ -256,9 +310,18 @@ private:
     std::vector<address_health> health;
     TimePoint looked_up_at{};
     bool pinned = false;
+    name_balance<TimePoint> balance;
   };
 
-  void replace(entry& e, std::vector<endpoint> endpoints) {
+  /// `h` is no longer back from an ejection: tried, or ejected again.
+  void end_return(address_health& h) noexcept { returning_now_ -= std::exchange(h.returning, false) ? 1 : 0; }
+
+  /// `at`'s position in `e`'s list (its balancer's slot); past the end if none.
+  static std::size_t slot_of(const entry& e, const endpoint& at) {
+    return static_cast<std::size_t>(std::find(e.endpoints.begin(), e.endpoints.end(), at) - e.endpoints.begin());
+  }
+
+  void replace(entry& e, std::vector<endpoint> endpoints, TimePoint now) {
     std::vector<endpoint> kept;
     std::vector<address_health> records;
     for (const auto& x : endpoints) {
@@ -275,6 +338,8 @@ private:
         if (e.health[i].ejected_until != TimePoint{}) --ejected_now_;
         if (e.health[i].returning) --returning_now_;
       }
+    balanced_names_.fetch_add(static_cast<std::size_t>(e.balance.relist(mode_, e.endpoints, kept, now)),
+                              std::memory_order_relaxed); // -1 wraps to a decrement
     e.endpoints = std::move(kept);
     e.health = std::move(records);
   }
@@ -282,15 +347,19 @@ private:
   /// Ends the ejections whose time is up: the address is back, its run of
   /// failures cleared (its count of ejections kept, so a relapse is ejected
   /// for longer).
+  /// Its balancer starts it slow.
   void expire(entry& e, TimePoint now) {
-    for (address_health& h : e.health)
+    for (std::size_t i = 0; i < e.health.size(); ++i) {
+      address_health& h = e.health[i];
       if (h.ejected_until != TimePoint{} && h.ejected_until <= now) {
         h.ejected_until = TimePoint{};
         h.consecutive = 0;
         --ejected_now_;
         if (!h.returning) ++returning_now_;
         h.returning = true;
+        e.balance.returned(i, now);
       }
+    }
   }
 
   /// expire() for every name; next_return_ becomes the earliest return left.
@@ -331,16 +400,8 @@ private:
     return rule{};
   }
 
-  struct key {
-    std::string host;
-    std::string port;
-  };
-  struct key_less {
-    using is_transparent = void;
-    static std::tuple<std::string_view, std::string_view> view(const key& k) { return {k.host, k.port}; }
-    static std::tuple<std::string_view, std::string_view> view(const name& n) { return {n.host, n.port}; }
-    template <class A, class B> bool operator()(const A& a, const B& b) const { return view(a) < view(b); }
-  };
+  using key = name_key;
+  using key_less = name_key_less;
 
   entry& entry_of(name n) {
     auto it = names_.find(n);
@@ -359,6 +420,7 @@ private:
           if (h.ejected_until != TimePoint{}) --ejected_now_;
           if (h.returning) --returning_now_;
         }
+        if (oldest->second.balance) --balanced_names_;
         names_.erase(oldest);
       }
     }
@@ -369,6 +431,8 @@ private:
   std::map<key, entry, key_less> names_;
   duration lookup_ttl_;
   outlier_ejection ejection_;
+  balance_mode mode_;
+  random_source* random_;
   std::uint64_t ejections_ = 0;
   std::uint64_t races_ = 0;
   TimePoint next_return_ = TimePoint::max(); ///< no ejection ends before
@@ -377,6 +441,8 @@ private:
   std::atomic<std::size_t> ejected_now_{0};
   /// Addresses back from an ejection that no new connection has tried yet.
   std::atomic<std::size_t> returning_now_{0};
+  /// Names with a balancer: none, and no request takes the lock for one.
+  std::atomic<std::size_t> balanced_names_{0};
 };
 
 } // namespace coretry::http::detail

@@ -36,7 +36,14 @@ blame attempt_blame(const error_code& ec, const exchange& x, attempt_status stat
 void address_health::connect_ended(name_and_port n, const connect_report& r, time_point now) {
   // An address not in the book (an IP-address host, one a lookup dropped
   // since) is not recorded: the book ignores it.
-  if (connect_blame(r, attempt_delay_) == blame::failure) book_.failed(n, r.at, now);
+  if (connect_blame(r, attempt_delay_) == blame::failure) book_.failed(n, r.at, now, r.tried);
+}
+
+std::optional<duration> unanswered_time(const exchange& x) noexcept {
+  if (x.res) return std::nullopt;
+  duration waited{};
+  for (const phase p : {phase::write, phase::first_byte, phase::read}) waited += x.phases[p].value_or(duration{});
+  return waited;
 }
 
 } // namespace coretry::http::detail

@@ -10,8 +10,11 @@
 // reached only through this object. Connections ask it what a lookup is
 // needed for, which addresses a new connection tries and whether a pooled
 // connection suits an attempt, given the addresses its operation already
-// used (used_addresses, kept with the operation). No I/O and no clock
-// reads: the time is an argument. Thread-safe. Internal to coretry::http.
+// used (used_addresses, kept with the operation), and, for a name of
+// several addresses, which one the next request goes to (the balancer,
+// told of each request's start and end: in_flight_request). No I/O and no
+// clock reads: the time is an argument. Thread-safe. Internal to
+// coretry::http.
 
 #include <coretry/http/addresses.hpp>
 #include <coretry/http/exchange.hpp>
@@ -27,7 +30,9 @@
 #include <chrono>
 #include <cstddef>
 #include <mutex>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace coretry::http::detail {
@@ -117,6 +122,13 @@ blame connect_blame(const connect_report& r, duration attempt_delay) noexcept;
 blame attempt_blame(const boost::system::error_code& ec, const exchange& x, attempt_status status,
                     bool through_proxy) noexcept;
 
+/// How long an attempt that got no answer (no response head) waited for
+/// one: its write, first byte and read phases; none when an answer came.
+/// An attempt the attempt rule blames and this gives a time for is the
+/// balancer's costly sample (balancer.hpp's failed), as is a connect the
+/// connect rule blames (with the time it tried).
+std::optional<duration> unanswered_time(const exchange& x) noexcept;
+
 /// The owner of the blame rules above and of the address book they feed.
 class address_health {
 public:
@@ -125,8 +137,9 @@ public:
 
   /// `attempt_delay`: client_options::connection_attempt_delay, which the
   /// connect rule measures an outrun address by.
-  address_health(duration lookup_ttl, outlier_ejection ejection, duration attempt_delay)
-      : book_(lookup_ttl, ejection), attempt_delay_(attempt_delay) {}
+  address_health(duration lookup_ttl, outlier_ejection ejection, duration attempt_delay,
+                 balance_mode mode = balance_mode::least_cost)
+      : book_(lookup_ttl, ejection, mode), attempt_delay_(attempt_delay) {}
 
   // What a name's addresses are.
 
@@ -141,11 +154,20 @@ public:
 
   // Asked.
 
-  /// The order a new connection to `n` tries its addresses in, `avoid`
-  /// (the operation's used addresses, the latest last) and ejected ones last.
-  std::vector<endpoint> order(name_and_port n, std::span<const endpoint> avoid, time_point now) {
-    return book_.order(n, avoid, now);
+  /// The order a new connection to `n` tries its addresses in: `first`
+  /// (pick's answer) first, `avoid` (the operation's used addresses, the
+  /// latest last) and ejected ones last.
+  std::vector<endpoint> order(name_and_port n, std::span<const endpoint> avoid, time_point now,
+                              const std::optional<endpoint>& first = std::nullopt) {
+    return book_.order(n, avoid, now, first);
   }
+  /// The address the next request to `n` goes to, by the balancer; none
+  /// for a name of one address or in first_to_connect mode (address_book).
+  std::optional<endpoint> pick(name_and_port n, std::span<const endpoint> avoid, time_point now) {
+    return book_.pick(n, avoid, now);
+  }
+  /// The balancer's cost of `at` now (0 when `n` is not balanced).
+  double cost(name_and_port n, const endpoint& at, time_point now) { return book_.cost(n, at, now); }
   /// Whether a pooled connection to `at` suits an attempt of an operation
   /// whose earlier attempts used `avoid`. Cheap for a healthy dependency.
   bool suits(name_and_port n, const endpoint& at, std::span<const endpoint> avoid, time_point now) {
@@ -160,22 +182,73 @@ public:
   /// What became of a connection to one of `n`'s addresses.
   void connect_ended(name_and_port n, const connect_report& r, time_point now);
   /// An attempt that went to `at`, one of `n`'s addresses, ended with `ec`
-  /// and `x`, classified as `status`. `now()` gives the time; it is called
+  /// and `x`, classified as `status` (a failure without an answer is also
+  /// the balancer's sample). `now()` gives the time; it is called
   /// only when a failure is recorded, so that an attempt that went well
   /// costs no clock read.
   template <class Now>
   void attempt_ended(name_and_port n, const endpoint& at, bool through_proxy, const boost::system::error_code& ec,
                      const exchange& x, attempt_status status, Now&& now) {
     switch (attempt_blame(ec, x, status, through_proxy)) {
-    case blame::failure: book_.failed(n, at, now()); break;
+    case blame::failure: book_.failed(n, at, now(), unanswered_time(x)); break;
     case blame::success: book_.succeeded(n, at); break;
     case blame::none: break;
     }
   }
 
+  /// A request to `at` started (`again`: re-sent within its attempt, not
+  /// counted among the address's requests a second time); true when the
+  /// balancer counts it in flight (then request_ended must follow:
+  /// in_flight_request does both).
+  bool request_started(name_and_port n, const endpoint& at, bool again = false) {
+    return book_.request_started(n, at, again);
+  }
+  /// A counted request ended, answered after `latency` or not at all.
+  void request_ended(name_and_port n, const endpoint& at, std::optional<duration> latency, time_point now) {
+    book_.request_ended(n, at, latency, now);
+  }
+
 private:
   address_book book_;
   duration attempt_delay_;
+};
+
+/// A request in flight to an address, as the balancer counts it: from
+/// start() to answered() (its latency a sample) or to its end without an
+/// answer (end(), or destruction). Costs nothing for a name that is not
+/// balanced. `n`'s text must outlive it.
+class in_flight_request {
+public:
+  using time_point = address_health::time_point;
+  in_flight_request() = default;
+  in_flight_request(const in_flight_request&) = delete;
+  in_flight_request& operator=(const in_flight_request&) = delete;
+  ~in_flight_request() { end(); }
+
+  /// A request to `at` is sent at `now` (ending the one before, if any);
+  /// `again`: the same request re-sent on a fresh connection.
+  void start(address_health& health, name_and_port n, const address_health::endpoint& at, time_point now,
+             bool again = false) {
+    end();
+    if (!health.request_started(n, at, again)) return;
+    health_ = &health;
+    name_ = n;
+    at_ = at;
+    sent_ = now;
+  }
+  /// Its response arrived whole at `now`.
+  void answered(time_point now) { finish(now - sent_, now); }
+  /// It ended without an answer.
+  void end() { finish(std::nullopt, sent_); }
+
+private:
+  void finish(std::optional<duration> latency, time_point now) {
+    if (address_health* h = std::exchange(health_, nullptr)) h->request_ended(name_, at_, latency, now);
+  }
+  address_health* health_ = nullptr;
+  name_and_port name_;
+  address_health::endpoint at_;
+  time_point sent_{};
 };
 
 } // namespace coretry::http::detail

@@ -21,6 +21,7 @@
 #include <coretry/detail/block_cache.hpp>
 
 #include "attempt_op.hpp"
+#include "balanced_lease.hpp"
 #include "client_state.hpp"
 #include "prepare.hpp"
 
@@ -53,45 +54,6 @@ void end_phases(exchange& x, const prepared_request& prepared, unsigned attempt)
   if (prepared.phases)
     prepared.phases->attempt_phases({prepared.route, attempt, x.phases, x.reused_connection, x.res.has_value()});
 }
-
-/// What one attempt keeps from its start to its end: one block.
-struct attempt_state {
-  attempt_state(std::shared_ptr<client_state> s, std::shared_ptr<const prepared_request> p,
-                attempt_context<std::chrono::steady_clock> c, asio::cancellation_slot parent)
-      : state(std::move(s)), prepared(std::move(p)), context(c), parent(parent), cancel(parent),
-        machine(exchange_rules_of(state->options, *prepared), x) {}
-
-  std::shared_ptr<client_state> state;
-  std::shared_ptr<const prepared_request> prepared;
-  attempt_context<std::chrono::steady_clock> context;
-  /// The handler's slot, which `cancel` is installed in.
-  asio::cancellation_slot parent;
-  /// Between the handler's slot and the inner operations: remembers a
-  /// cancellation that came while none was running.
-  asio::cancellation_state cancel;
-  exchange x;
-  /// The attempt's own copy of the request, when its body is reopened or a
-  /// decorator changes it; `req` is what is sent.
-  std::optional<request> per_attempt;
-  const request* req = nullptr;
-  name_and_port target;
-  /// The addresses this operation's earlier attempts (and hedges) used: a
-  /// connection to another is preferred when there is one.
-  std::array<asio::ip::tcp::endpoint, used_addresses::capacity> used_list;
-  std::span<const asio::ip::tcp::endpoint> avoid;
-  clock::time_point lease_at; ///< the time leases are judged at
-  std::optional<lease> held;
-  std::optional<connect_context> setup;
-  /// The rules of the exchange on the connection (exchange_machine.hpp).
-  exchange_machine machine;
-  /// What an attempt that ended inside its initiating call threw, until the
-  /// post that reports it runs.
-  std::exception_ptr failure;
-
-  bool cancelled() const { return cancellation_requested(cancel); }
-  connection& conn() const { return *held->get(); }
-  const client_options& options() const { return state->options; }
-};
 
 class attempt_op : public beast::async_base<attempt_handler, asio::any_io_executor> {
   using base = beast::async_base<attempt_handler, asio::any_io_executor>;
@@ -245,9 +207,8 @@ private:
 
   bool try_lease() {
     attempt_state& s = *s_;
-    auto got = s.state->pool.try_lease(*s.prepared->where.key, [&s](const connection& c) {
-      return s.state->health.suits(s.target, c.peer, s.avoid, s.lease_at);
-    });
+    auto got = lease_toward_pick(s.state->health, s.state->pool, *s.prepared->where.key, s.target, s.avoid,
+                                 s.lease_at, s.pick);
     if (!got) return false;
     s.held.emplace(std::move(*got));
     return true;
@@ -288,14 +249,17 @@ private:
                                     std::size_t{c.options.header_limit} + c.options.line_limit,
                                     c.options.header_limit, c.options.connection_attempt_delay});
     step_ = step::starting;
-    asio::co_spawn(ex_, establish_within(s.prepared->where, *s.setup, s.avoid, *s.held, s.x, c.options.connect_timeout),
+    asio::co_spawn(ex_, establish_within(s.prepared->where, *s.setup, s.avoid, s.pick, *s.held, s.x,
+                                            c.options.connect_timeout),
                    std::move(*this));
   }
 
   void connected(bool cont) {
     attempt_state& s = *s_;
     s.prepared->used.add(*s.x.address);
-    s.x.phases.enter(phase::write, clock::now());
+    const clock::time_point now = clock::now();
+    s.x.phases.enter(phase::write, now);
+    s.in_flight.start(s.state->health, s.target, *s.x.address, now, s.resent);
     connection& conn = s.conn();
     run(s.machine.start(*s.req, conn.buffer, conn.head, s.x.reused_connection), cont);
   }
@@ -315,7 +279,9 @@ private:
     using kind = exchange_action::kind;
     attempt_state& s = *s_;
     if (next.complete) { // the final response's end ends the reading
-      s.x.phases.finish(clock::now());
+      const clock::time_point now = clock::now();
+      s.x.phases.finish(now);
+      s.in_flight.answered(now);
       s.x.received_at = std::chrono::system_clock::now();
     }
     switch (next.next) {
@@ -362,6 +328,8 @@ private:
     attempt_state& s = *s_;
     exchange& x = s.x;
     s.state->pool.note_stale();
+    s.in_flight.end();
+    s.resent = true;
     exchange fresh;
     fresh.idempotency_key = std::move(x.idempotency_key);
     fresh.proxy = std::move(x.proxy);

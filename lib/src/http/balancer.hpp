@@ -13,6 +13,8 @@
 // Addresses are slots 0..size()-1, in the order of the caller's list (the
 // address book's); a set of them is a 64-bit mask, bit i for slot i.
 
+#include <coretry/http/balance_mode.hpp>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -37,16 +39,10 @@ inline constexpr std::size_t max_balanced_addresses = 64;
 /// A set of slots: bit i stands for slot i.
 using address_set = std::uint64_t;
 
-/// How a new request's address is chosen.
-enum class balance_mode {
-  /// No choice is made (pick() answers none): a new connection races the
-  /// addresses in the book's order and the first to connect serves; any
-  /// pooled connection that suits serves. The client's rule without a
-  /// balancer.
-  first_to_connect,
-  /// Power of two choices over cost, with slow start (the default).
-  least_cost,
-};
+/// How a new request's address is chosen (the client's option,
+/// coretry/http/balance_mode.hpp). first_to_connect: pick() answers none,
+/// the caller keeps its own order.
+using coretry::http::balance_mode;
 
 /// The balancer's parameters. Defaults and why:
 /// - `decay` 10 s: Finagle's and tower's default time constant. A latency
@@ -69,6 +65,17 @@ enum class balance_mode {
 ///   warm-up (caches, JIT, connection set-up) without leaving a healthy
 ///   address idle for long. A 2 s window meets the target too (about 30%
 ///   at 500 ms, the whole share at 2 s), with less room.
+/// - `failure_penalty` 1 s: the least sample a failure gives (see failed):
+///   far above a healthy answer where a client balances (a few ms in a
+///   data centre; 33 times default_rtt), so one failure puts the address
+///   behind every healthy one at once, and it is tried again only when its
+///   estimate has decayed below their cost: after 10 s x ln(1 s / their
+///   cost), 53 s against 5 ms answers, 23 s against 100 ms. A fixed floor
+///   rather than the attempt's limit: a refused connect takes no time and a
+///   request may have no limit; a failure that took longer (a time-out)
+///   counts its own time. Where healthy answers take a second or more, a
+///   failing address is no costlier than one of them: ejection is what
+///   keeps it out then.
 struct balancer_options {
   balance_mode mode = balance_mode::least_cost;
   std::chrono::nanoseconds decay = std::chrono::seconds(10);       ///< positive
@@ -76,6 +83,7 @@ struct balancer_options {
   std::chrono::nanoseconds slow_start_window = std::chrono::seconds(3); ///< not negative; zero: no slow start
   double slow_start_aggression = 1.0; ///< weight = (t / window)^(1 / aggression); positive
   double slow_start_min_weight = 0.1; ///< (0, 1]
+  std::chrono::nanoseconds failure_penalty = std::chrono::seconds(1); ///< not negative
 };
 
 /// Throws std::invalid_argument naming the first bad option of `o`.
@@ -87,6 +95,7 @@ inline void check_balancer_options(const balancer_options& o) {
     throw std::invalid_argument("balancer slow_start_aggression must be positive");
   if (!(o.slow_start_min_weight > 0 && o.slow_start_min_weight <= 1))
     throw std::invalid_argument("balancer slow_start_min_weight must be in (0, 1]");
+  if (o.failure_penalty.count() < 0) throw std::invalid_argument("balancer failure_penalty must not be negative");
 }
 
 /// A source of uniform draws: uniform(m) is in [0, m]. coretry::random_source
@@ -99,9 +108,11 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 /// The balancer of one name's addresses, on the clock of `TimePoint`.
 ///
 /// **Cost** of an address at `now`: its latency estimate (below) times its
-/// requests in flight plus one. An address with no answer yet costs nothing
+/// requests in flight plus one. An address with no sample yet costs nothing
 /// while nothing is in flight to it (so it is tried), else default_rtt
-/// times in flight plus one.
+/// times in flight plus one. Samples are answers' latencies and failures
+/// (failed(): at least failure_penalty), so an address that refuses
+/// connections or never answers is costly, not free.
 ///
 /// **Latency estimate** (peak EWMA, as Finagle's and tower's): between
 /// samples it decays toward zero, e(t) = e x w with w = exp(-elapsed /
@@ -174,8 +185,7 @@ public:
   }
 
   /// A request to `i` was answered at `now` after `latency`: it ends, and
-  /// the latency is a sample. (A timed-out request counts as answered
-  /// after the time it had: a floor, which the peak rule takes at once.)
+  /// the latency is a sample.
   void finished(std::size_t i, clock_duration latency, TimePoint now) noexcept {
     if (i >= size_) return;
     ended(i);
@@ -183,9 +193,19 @@ public:
   }
 
   /// A request to `i` ended with nothing learnt of the address's latency
-  /// (cancelled, refused before sending): it is no longer in flight.
+  /// (cancelled, or cut short by a failure that failed() reports): it is
+  /// no longer in flight.
   void ended(std::size_t i) noexcept {
     if (i < size_ && slots_[i].outstanding > 0) --slots_[i].outstanding;
+  }
+
+  /// A connection to `i` or a request on one failed at `now` after `took`
+  /// without an answer (a connect refused, unreachable or timed out; an
+  /// attempt out of time or reset): a sample of at least failure_penalty,
+  /// which the peak rule takes at once, outside any request's count.
+  void failed(std::size_t i, clock_duration took, TimePoint now) noexcept {
+    const auto floor = std::chrono::duration_cast<clock_duration>(options_.failure_penalty);
+    observe(i, std::max(took, floor), now);
   }
 
   /// A latency sample of `i` at `now`, outside any request's count (a
@@ -229,9 +249,8 @@ public:
     return static_cast<double>(weight_units(i, now)) / static_cast<double>(full_weight);
   }
 
-  /// The slot for the next request, among `candidates` (for a new
-  /// connection: the addresses not ejected; among pooled connections: the
-  /// addresses with one idle that suits), avoiding the slots in `avoid`
+  /// The slot for the next request, among `candidates` (the address
+  /// book's: the addresses not ejected), avoiding the slots in `avoid`
   /// (the operation's earlier attempts') while a candidate outside it is
   /// left. None in first_to_connect mode (the caller keeps its own order)
   /// or when no candidate is a slot in use. Draws from `random` only when

@@ -7,8 +7,9 @@
 //   prepare.hpp/.cpp        from URL, request and options to what each attempt sends
 //   pool.hpp                connections per origin, idle expiry (leases: lease.hpp,
 //                           waiting attempts: origin_waiters.hpp)
-//   address_health.hpp/.cpp what counts for or against an address; the address
-//                           book (address_book.hpp) is its store
+//   address_health.hpp/.cpp what counts for or against an address, which one a
+//                           request goes to; the address book (address_book.hpp)
+//                           is its store, each name's balancer (balancer.hpp) in it
 //   connect.hpp/.cpp        the connection, TLS context, lookup, TCP connect, handshake
 //   tunnel.hpp/.cpp         CONNECT through a proxy, its answer read within bounds
 //   proxy.cpp               proxy URLs, NO_PROXY lists, the environment's proxies

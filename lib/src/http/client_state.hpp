@@ -32,7 +32,7 @@ struct client_state {
   client_state(boost::asio::any_io_executor ex, client_options o)
       : executor(std::move(ex)), options(checked(std::move(o))),
         pool(executor, options.max_connections_per_origin, options.pool_idle_timeout),
-        health(options.lookup_ttl, options.ejection, options.connection_attempt_delay), tls(options), proxy(route_of(options.proxy)) {
+        health(options.lookup_ttl, options.ejection, options.connection_attempt_delay, options.balance), tls(options), proxy(route_of(options.proxy)) {
     pin_names(options, health);
     if (!options.ca_file.empty() || !options.certificate_file.empty()) {
       // A client given a CA file or a client certificate speaks HTTPS: its

@@ -119,7 +119,8 @@ std::optional<tcp::endpoint> literal_endpoint(const std::string& host, const std
 } // namespace
 
 asio::awaitable<error_code> establish(const origin& where, const connect_context& c,
-                                      std::span<const tcp::endpoint> avoid, lease& held, exchange& x) {
+                                      std::span<const tcp::endpoint> avoid, const std::optional<tcp::endpoint>& first,
+                                      lease& held, exchange& x) {
   auto ex = co_await asio::this_coro::executor;
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   std::optional<tcp::socket> connected;
@@ -149,7 +150,7 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
       }
       c.health.store(target, std::move(found), phase_timings::clock::now());
     }
-    order = c.health.order(target, avoid, phase_timings::clock::now());
+    order = c.health.order(target, avoid, phase_timings::clock::now(), first);
     if (order.empty()) co_return asio::error::host_not_found;
   }
 
@@ -203,10 +204,11 @@ asio::awaitable<error_code> establish(const origin& where, const connect_context
 }
 
 asio::awaitable<error_code> establish_within(const origin& where, const connect_context& c,
-                                             std::span<const tcp::endpoint> avoid, lease& held, exchange& x,
+                                             std::span<const tcp::endpoint> avoid,
+                                             const std::optional<tcp::endpoint>& first, lease& held, exchange& x,
                                              duration timeout) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto connecting = establish(where, c, avoid, held, x);
+  auto connecting = establish(where, c, avoid, first, held, x);
   if (timeout == duration::zero()) co_return co_await std::move(connecting);
   auto done = co_await async_with_deadline<error_code>(co_await asio::this_coro::executor,
                                                        instant_after(asio::steady_timer::clock_type::now(), timeout),

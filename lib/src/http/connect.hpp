@@ -126,7 +126,8 @@ struct connect_context {
 };
 
 /// Resolve (unless the addresses known are still good), connect (racing
-/// the addresses, `avoid`ed ones last, when there are several), open a
+/// the addresses, `first` (the balancer's pick) first and `avoid`ed ones
+/// last, when there are several), open a
 /// tunnel through the origin's proxy for https, and (for https) handshake:
 /// everything before the request is written, so a failure here provably
 /// never reached the server. The new connection is attached to `held`, its
@@ -135,6 +136,7 @@ struct connect_context {
 /// lookup is abandoned (never waited for) when cancelled.
 boost::asio::awaitable<boost::system::error_code> establish(const origin& where, const connect_context& c,
                                                             std::span<const boost::asio::ip::tcp::endpoint> avoid,
+                                                            const std::optional<boost::asio::ip::tcp::endpoint>& first,
                                                             lease& held, exchange& x);
 
 /// establish within `timeout` (client_options::connect_timeout; zero: no
@@ -142,7 +144,7 @@ boost::asio::awaitable<boost::system::error_code> establish(const origin& where,
 /// deadline reaches it as cancellation.
 boost::asio::awaitable<boost::system::error_code> establish_within(
     const origin& where, const connect_context& c, std::span<const boost::asio::ip::tcp::endpoint> avoid,
-    lease& held, exchange& x, duration timeout);
+    const std::optional<boost::asio::ip::tcp::endpoint>& first, lease& held, exchange& x, duration timeout);
 
 } // namespace coretry::http::detail
 

@@ -95,6 +95,20 @@ public:
   /// there are none either does the caller wait.
   template <class Suits>
   std::optional<lease> try_lease(const std::string& key, Suits&& suits) {
+    return try_lease(key, std::forward<Suits>(suits), no_preference{});
+  }
+
+  /// As try_lease(key, suits), for an origin whose connections are spread
+  /// over addresses: an idle connection that suits and that `spread`
+  /// prefers (`spread.preferred(c)`: to the balancer's pick) is taken
+  /// first; with none, a permit while there is room (a new connection, to
+  /// the pick), else the one that suits whose address `spread.cost(c)`
+  /// ranks lowest (the newest of equals): the balancer's next choice among
+  /// what is there. At the limit with none that suits, the one
+  /// `spread.cost(c)` ranks highest (the oldest of equals) is closed to
+  /// make room. `spread.active` false: try_lease(key, suits).
+  template <class Suits, class Spread>
+  std::optional<lease> try_lease(const std::string& key, Suits&& suits, Spread&& spread) {
     std::lock_guard lock(mutex_);
     // The origin's entry (and its key, which leases refer to) stays while it
     // has a lease.
@@ -102,8 +116,15 @@ public:
     const std::string& pooled_key = entry_of_origin->first;
     per_origin& o = entry_of_origin->second;
     const time_point now = now_();
+    const auto take = [&](std::size_t i) {
+      std::unique_ptr<Connection> conn = std::move(o.idle[i].conn);
+      o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
+      ++o.leased;
+      return lease(this, pooled_key, std::move(conn), now);
+    };
     // Newest first; those that do not suit are put back as they were.
     std::size_t unsuited = 0;
+    bool suited = false; // when spread: one that suits, not to the pick
     for (std::size_t i = o.idle.size(); i-- > 0;) {
       idle_entry& entry = o.idle[i];
       if (now - entry.since > idle_timeout_ || entry.conn->is_stale()) {
@@ -112,18 +133,42 @@ public:
         o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
-      if (!suits(static_cast<const Connection&>(*entry.conn))) {
+      const Connection& c = *entry.conn;
+      if (!suits(c)) {
         ++unsuited;
         continue;
       }
-      std::unique_ptr<Connection> conn = std::move(entry.conn);
-      o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(i));
-      ++o.leased;
-      return lease(this, pooled_key, std::move(conn), now);
+      if (!spread.active || spread.preferred(c)) return take(i);
+      suited = true;
     }
-    if (o.leased + o.idle.size() >= max_per_origin_ && unsuited > 0) {
-      o.idle.front().conn->close(); // the oldest of those left: all unsuited
-      o.idle.erase(o.idle.begin());
+    const bool room = o.leased + o.idle.size() < max_per_origin_;
+    if (suited && !room) {
+      // The cheapest that suits (costs asked only here, at the limit).
+      std::optional<std::size_t> cheapest;
+      double lowest = 0;
+      for (std::size_t i = o.idle.size(); i-- > 0;) {
+        const Connection& c = *o.idle[i].conn;
+        if (!suits(c)) continue;
+        if (const double cost = spread.cost(c); !cheapest || cost < lowest) {
+          cheapest = i;
+          lowest = cost;
+        }
+      }
+      if (cheapest) return take(*cheapest);
+    }
+    if (!room && unsuited > 0) {
+      // All left are unsuited: the costliest goes (the oldest of equals).
+      std::size_t out = 0;
+      if (spread.active) {
+        double highest = spread.cost(static_cast<const Connection&>(*o.idle[0].conn));
+        for (std::size_t i = 1; i < o.idle.size(); ++i)
+          if (const double c = spread.cost(static_cast<const Connection&>(*o.idle[i].conn)); c > highest) {
+            highest = c;
+            out = i;
+          }
+      }
+      o.idle[out].conn->close();
+      o.idle.erase(o.idle.begin() + static_cast<std::ptrdiff_t>(out));
     }
     if (o.leased + o.idle.size() < max_per_origin_) {
       ++o.leased;
@@ -253,6 +298,13 @@ public:
   }
 
 private:
+  /// try_lease's spread for an origin that is not spread.
+  struct no_preference {
+    static constexpr bool active = false;
+    bool preferred(const Connection&) const { return false; }
+    double cost(const Connection&) const { return 0; }
+  };
+
   struct idle_entry {
     std::unique_ptr<Connection> conn;
     time_point since;

@@ -53,11 +53,27 @@ struct outlier_ejection {
   unsigned max_ejection_percent = 50;
 };
 
+/// The load on one address of a name whose requests are spread
+/// (balance_mode::least_cost, two addresses or more).
+struct address_load {
+  std::string name; ///< "host:port", as requests name it
+  boost::asio::ip::tcp::endpoint address;
+  std::uint64_t requests = 0; ///< requests sent to it so far (since the name listed it)
+  unsigned outstanding = 0;   ///< requests in flight to it now
+  /// What the balancer compares: its latency estimate in nanoseconds (peak
+  /// EWMA) times its requests in flight plus one; 0 before its first answer.
+  double cost = 0;
+  bool ejected = false; ///< ejected now
+};
+
 /// Counters of the client's addresses, for tests and metrics.
 struct address_stats {
   std::uint64_t ejections = 0;      ///< addresses ejected so far
   std::size_t ejected = 0;          ///< addresses ejected now
   std::uint64_t connect_races = 0;  ///< new connections raced over more than one address
+  /// Each spread address's load, names in order, each name's addresses in
+  /// its list's order (at most 64 per name, 1,024 names).
+  std::vector<address_load> spread;
 };
 
 } // namespace coretry::http

@@ -4,6 +4,7 @@
 /// The settings of a client and its connection pool (client_options).
 
 #include <coretry/http/addresses.hpp>
+#include <coretry/http/balance_mode.hpp>
 #include <coretry/policy.hpp>
 
 #include <chrono>
@@ -81,6 +82,13 @@ struct client_options {
   duration lookup_ttl = std::chrono::seconds(30);
   /// When an address that keeps failing is left out for a while.
   outlier_ejection ejection;
+  /// How requests to a name with several addresses are spread over them:
+  /// least_cost (the default) chooses each request's address by power of
+  /// two choices over latency and requests in flight, for a new connection
+  /// and among pooled ones; first_to_connect sends new connections to
+  /// whichever address connects first and reuses any pooled connection. A
+  /// name with one address is the same in both.
+  balance_mode balance = balance_mode::least_cost;
 };
 
 } // namespace coretry::http

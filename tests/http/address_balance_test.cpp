@@ -8,6 +8,7 @@
 
 #include <coretry/http/addresses.hpp>
 #include <coretry/random.hpp>
+#include <coretry/testing/random.hpp>
 
 #include <doctest/doctest.h>
 
@@ -32,18 +33,6 @@ const time_point start = time_point{} + 1000h;
 const name_and_port fleet_name{"pricing", "8080"};
 
 endpoint at(const char* address) { return {boost::asio::ip::make_address(address), 8080}; }
-
-/// splitmix64, seeded: the same draws every run.
-struct seeded_source final : coretry::random_source {
-  std::uint64_t state = 7;
-  std::uint64_t uniform(std::uint64_t m) override {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return m == UINT64_MAX ? z : z % (m + 1);
-  }
-};
 
 const std::vector<endpoint> four{at("127.0.0.2"), at("127.0.0.3"), at("127.0.0.4"), at("127.0.0.5")};
 
@@ -72,7 +61,7 @@ std::map<std::string, int> run(book_type& book, int n, time_point from, std::chr
 } // namespace
 
 TEST_CASE("address balance: only a name of several addresses in least_cost is balanced") {
-  seeded_source draws;
+  coretry::testing::seeded_random draws{7};
   book_type one(1h, eject_after(5), balance_mode::least_cost, draws);
   one.pin(fleet_name, {at("127.0.0.2")});
   CHECK_FALSE(one.pick(fleet_name, {}, start));
@@ -98,7 +87,7 @@ TEST_CASE("address balance: only a name of several addresses in least_cost is ba
 }
 
 TEST_CASE("address balance: equal addresses share the picks and an ejected or used one is left out") {
-  seeded_source draws;
+  coretry::testing::seeded_random draws{7};
   book_type book(1h, eject_after(2), balance_mode::least_cost, draws);
   book.pin(fleet_name, four);
   auto counts = run(book, 4000, start, 1ms);
@@ -121,7 +110,7 @@ TEST_CASE("address balance: equal addresses share the picks and an ejected or us
 }
 
 TEST_CASE("address balance: requests in flight and slow answers make an address costly") {
-  seeded_source draws;
+  coretry::testing::seeded_random draws{7};
   book_type book(1h, eject_after(5), balance_mode::least_cost, draws);
   book.pin(fleet_name, four);
   const auto slow = at("127.0.0.4");
@@ -146,7 +135,7 @@ TEST_CASE("address balance: requests in flight and slow answers make an address 
 }
 
 TEST_CASE("address balance: an address back from its ejection is picked until a new connection tries it, then starts slow") {
-  seeded_source draws;
+  coretry::testing::seeded_random draws{7};
   book_type book(1h, eject_after(1), balance_mode::least_cost, draws);
   book.pin(fleet_name, four);
   run(book, 400, start, 1ms);
@@ -168,7 +157,7 @@ TEST_CASE("address balance: an address back from its ejection is picked until a 
 }
 
 TEST_CASE("address balance: a request re-sent within its attempt is in flight again, not another request") {
-  seeded_source draws;
+  coretry::testing::seeded_random draws{7};
   book_type book(1h, eject_after(5), balance_mode::least_cost, draws);
   book.pin(fleet_name, four);
   const auto to = at("127.0.0.2");

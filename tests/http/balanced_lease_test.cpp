@@ -9,6 +9,7 @@
 
 #include <coretry/http/addresses.hpp>
 #include <coretry/random.hpp>
+#include <coretry/testing/random.hpp>
 #include <coretry/testing/manual_clock.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -46,18 +47,6 @@ struct peered_connection {
 
 using pool_type = coretry::http::detail::basic_connection_pool<peered_connection, manual_clock>;
 
-/// splitmix64, seeded: the same draws every run.
-struct seeded_source final : coretry::random_source {
-  std::uint64_t state = 11;
-  std::uint64_t uniform(std::uint64_t m) override {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return m == UINT64_MAX ? z : z % (m + 1);
-  }
-};
-
 /// A book of `addresses` (ejected at their first failure) and a pool of at
 /// most `limit` connections per origin, idle ones kept for an hour.
 struct harness {
@@ -93,7 +82,7 @@ struct harness {
 
   boost::asio::io_context io;
   coretry::testing::manual_runner runner;
-  seeded_source draws;
+  coretry::testing::seeded_random draws{11};
   book_type book;
   std::vector<int> closed;
   int next_id = 1;

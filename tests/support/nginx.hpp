@@ -11,13 +11,11 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -61,19 +59,6 @@ public:
     std::vector<std::string> lines;
     std::ifstream file(directory_ + "/access.log");
     for (std::string line; std::getline(file, line);) lines.push_back(line);
-    return lines;
-  }
-  /// The access log's lines once it holds `count` of them, or what it holds
-  /// after `within`: nginx writes a request's line as the request ends,
-  /// which may come after its client has read the whole response.
-  std::vector<std::string> requests(std::size_t count,
-                                    std::chrono::milliseconds within = std::chrono::seconds(5)) const {
-    const auto until = std::chrono::steady_clock::now() + within;
-    std::vector<std::string> lines = requests();
-    while (lines.size() < count && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      lines = requests();
-    }
     return lines;
   }
 

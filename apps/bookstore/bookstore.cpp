@@ -382,6 +382,7 @@ private:
     coretry::http::client_options c;
     c.max_connections_per_origin = o.max_connections;
     c.resolve = o.pricing_resolve;
+    c.balance = o.pricing_balance;
     c.ca_file = o.pricing_ca_file;
     return c;
   }

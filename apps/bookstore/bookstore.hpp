@@ -3,6 +3,7 @@
 
 #include <coretry/concurrency_limit.hpp>
 #include <coretry/gate.hpp>
+#include <coretry/http/balance_mode.hpp>
 #include <coretry/http/tls.hpp>
 #include <coretry/policy.hpp>
 #include <coretry/stop_reason.hpp>
@@ -125,6 +126,10 @@ struct options {
   /// ("HOST:PORT:ADDR[,ADDR...]", coretry::http::parse_resolve_entry): a
   /// fleet behind one name, raced and ejected by the client.
   std::vector<std::string> pricing_resolve;
+  /// How a call picks among pricing's addresses (when its name has
+  /// several): the balancer's least cost (the default) or the first to
+  /// connect (coretry::http::balance_mode).
+  coretry::http::balance_mode pricing_balance = coretry::http::balance_mode::least_cost;
   /// Bounds on each incoming request: header 8 KiB, body 64 KiB, read buffer
   /// 16 KiB (chunk-size lines and trailers), the header within 10 s, 30 s of
   /// keep-alive silence, each response out of the socket within 10 s. Too

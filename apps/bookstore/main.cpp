@@ -148,6 +148,12 @@ int main(int argc, char** argv) {
                  "as curl's --resolve; new connections race them, a retry prefers another address, one failing "
                  "5 times in a row is left out for 30 s (longer each time); may be repeated")
       ->allow_extra_args(false);
+  std::string pricing_balance{coretry::http::to_string(opts.pricing_balance)};
+  app.add_option("--pricing-balance", pricing_balance,
+                 "how a call picks among pricing's addresses: least_cost (two drawn at random, the one with the "
+                 "lower latency estimate x calls in flight serves; a new or returning address starts gently) or "
+                 "first_to_connect (a new connection races them in order, any pooled connection serves)")
+      ->capture_default_str()->check(CLI::IsMember({"least_cost", "first_to_connect"}));
   app.add_option("--max-connections", max_connections, "connections to the pricing service")
       ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{10000}));
   const long long longest_timeout = coretry::serving::longest_timeout.count();
@@ -211,6 +217,7 @@ int main(int argc, char** argv) {
   opts.shutdown_grace = milliseconds{grace};
   opts.max_connections = max_connections;
   opts.pricing_resolve = pricing_resolve;
+  opts.pricing_balance = *coretry::http::parse_balance_mode(pricing_balance);
   opts.limits.header_timeout = milliseconds{header_timeout};
   opts.limits.keep_alive_timeout = milliseconds{keep_alive_timeout};
   opts.limits.send_timeout = milliseconds{send_timeout};

@@ -429,6 +429,11 @@ fetch_plan make_fetch_plan(const fetch_arguments& args) {
     }
     plan.client.resolve.push_back(entry);
   }
+  if (args.balance) {
+    const auto mode = http::parse_balance_mode(*args.balance);
+    if (!mode) throw usage_error("--balance: " + quoted(*args.balance) + " is not least_cost or first_to_connect");
+    plan.client.balance = *mode;
+  }
 
   if (args.out_of_credits_header) plan.classifiers.push_back(out_of_credits_rule(*args.out_of_credits_header));
   if (args.permanent_5xx_body) plan.classifiers.push_back(permanent_5xx_rule(*args.permanent_5xx_body));

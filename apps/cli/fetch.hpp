@@ -22,6 +22,7 @@ struct fetch_arguments {
   std::vector<std::string> headers;
   std::vector<std::string> data;
   std::vector<std::string> resolve; ///< --resolve HOST:PORT:ADDR[,ADDR...]
+  std::optional<std::string> balance; ///< --balance least_cost|first_to_connect
   std::optional<std::string> output;
   std::optional<std::string> max_filesize;
   std::optional<std::string> stdout_limit;

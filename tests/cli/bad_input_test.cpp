@@ -68,6 +68,7 @@ TEST_CASE("cli: bad input: exit 2, one line naming the problem, nothing sent") {
       {"--resolve without addresses", {"--resolve", "pricing:" + port, "URL"}, "--resolve: resolve entry"},
       {"--resolve with a name for an address", {"--resolve", "pricing:80:localhost", "URL"}, "not an IPv4 address"},
       {"--resolve with bare IPv6", {"--resolve", "pricing:80:::1", "URL"}, "in brackets"},
+      {"--balance of no known mode", {"--balance", "round_robin", "URL"}, "--balance: 'round_robin' is not"},
       {"unknown option", {"--frobnicate", "URL"}, "--frobnicate"},
       {"option without its value", {"URL", "--max-time"}, "--max-time"},
   };

@@ -402,6 +402,36 @@ TEST_CASE("cli: --resolve: a name's fleet, where a 503 is never tried twice by o
   CHECK(met_the_503 > 0); // all twelve first to 127.0.0.3: one chance in 4,096
 }
 
+TEST_CASE("cli: --balance first_to_connect: a new connection goes to the first address that connects") {
+  std::optional<server_thread> first, second;
+  for (int tries = 0; tries < 20 && !second; ++tries) {
+    coretry::faults::fault_server_options a;
+    a.listen = "127.0.0.2:0";
+    first.emplace(a);
+    coretry::faults::fault_server_options b;
+    b.listen = "127.0.0.3:" + std::to_string((*first)->port());
+    try {
+      second.emplace(b);
+    } catch (const boost::system::system_error&) {
+      first.reset();
+    }
+  }
+  REQUIRE(second);
+  const std::string port = std::to_string((*first)->port());
+  // Listed second first: both connect at once, and the first listed serves
+  // every fetch. The balancer (the default) would send about half to each.
+  const std::string entry = "pricing:" + port + ":127.0.0.3,127.0.0.2";
+  for (int i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    const auto r = run({"fetch", "-v", "--balance", "first_to_connect", "http://pricing:" + port + "/status/200"});
+    CHECK(r.status == 0);
+    CHECK(r.err.find("127.0.0.3:" + port) != std::string::npos);
+    CHECK(r.err.find("127.0.0.2:" + port) == std::string::npos);
+  }
+  CHECK((*first)->log().empty());
+  CHECK((*second)->log().size() == 8);
+}
+
 TEST_CASE("cli: -v and --json: each attempt's phases, and curl's cumulative times") {
   server_thread server;
   // Attempt 1 opens the connection and gets a 502 at once; attempt 2 reuses

@@ -7,10 +7,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 #include <utility>
@@ -100,9 +102,10 @@ TEST_CASE("balancer: the peak EWMA on explicit instants") {
   // Between samples it decays toward zero: exp(-5 s / 10 s).
   const double w = std::exp(-0.5);
   CHECK(b.estimate(0, start + 5s) == doctest::Approx(ns(10ms) * w).epsilon(1e-12));
-  // A sample below the estimate moves it toward the sample with weight w.
+  // A sample below the decayed estimate moves the estimate toward the
+  // sample with weight w.
   b.observe(0, 4ms, start + 5s);
-  const double expected = ns(10ms) * w * w + ns(4ms) * (1 - w);
+  const double expected = ns(10ms) * w + ns(4ms) * (1 - w);
   CHECK(b.estimate(0, start + 5s) == doctest::Approx(expected).epsilon(1e-12));
   // One second later, decayed by exp(-0.1) from there.
   CHECK(b.estimate(0, start + 6s) == doctest::Approx(expected * std::exp(-0.1)).epsilon(1e-12));
@@ -117,12 +120,27 @@ TEST_CASE("balancer: a sample above the estimate replaces it") {
   // A small sample soon after barely moves it: the peak holds.
   b.observe(0, 5ms, start + 2ms);
   const double w = std::exp(-1e-4);
-  CHECK(b.estimate(0, start + 2ms) == doctest::Approx(ns(80ms) * w * w + ns(5ms) * (1 - w)).epsilon(1e-12));
+  CHECK(b.estimate(0, start + 2ms) == doctest::Approx(ns(80ms) * w + ns(5ms) * (1 - w)).epsilon(1e-12));
   CHECK(b.estimate(0, start + 2ms) > ns(79ms));
   // A sample equal to the decayed estimate is not a peak, and keeps it.
   const double now_estimate = b.estimate(0, start + 2ms);
   b.observe(0, std::chrono::nanoseconds(static_cast<std::int64_t>(now_estimate)), start + 2ms);
   CHECK(b.estimate(0, start + 2ms) == doctest::Approx(now_estimate).epsilon(1e-9));
+}
+
+TEST_CASE("balancer: a steady stream of equal samples holds the estimate at their value") {
+  for (const auto gap : {std::chrono::nanoseconds(1ms), std::chrono::nanoseconds(100ms), std::chrono::nanoseconds(5s)}) {
+    CAPTURE(gap.count());
+    balancer_type b;
+    b.assign(1, start);
+    b.observe(0, 50ms, start); // a slow first answer
+    time_point t = start;
+    // Ten time constants (100 s) of samples, at least 2,000 of them.
+    const auto n = std::max<std::int64_t>(2000, std::chrono::nanoseconds(100s) / gap);
+    for (std::int64_t i = 0; i < n; ++i) b.observe(0, 10ms, t += gap);
+    // Read at the latest sample's instant: the samples' value, not below it.
+    CHECK(b.estimate(0, t) == doctest::Approx(ns(10ms)).epsilon(0.01));
+  }
 }
 
 TEST_CASE("balancer: cost counts the requests in flight") {
@@ -259,6 +277,113 @@ TEST_CASE("balancer: a returning address ramps up") {
   }
 }
 
+TEST_CASE("balancer: a failure holds the address back, then it is tried again and starts slow") {
+  balancer_type b;
+  b.assign(2, start - 10s);
+  b.observe(0, 5ms, start);
+  b.observe(1, 5ms, start);
+  // A refused connect at `start`: the penalty (1 s) stands for 1 s.
+  b.failed(1, 0ms, start);
+  CHECK(b.held(1, start));
+  CHECK(b.estimate(1, start + 999ms) == doctest::Approx(ns(1s) * std::exp(-0.0999)).epsilon(1e-12));
+  seeded_draws draws{11};
+  for (int i = 0; i < 200; ++i) CHECK(b.pick(0b11, 0, start + 500ms, draws) == std::optional<std::size_t>(0));
+  // Its hold over: no sample counts, it is free while idle (tried), and it
+  // starts slow from there.
+  const time_point back = start + 1s;
+  CHECK_FALSE(b.held(1, back));
+  CHECK(b.estimate(1, back) == ns(30ms));
+  CHECK(b.cost(1, back) == 0);
+  CHECK(b.weight(1, back) == doctest::Approx(0.1).epsilon(0.01));
+  CHECK(b.weight(1, back + 1500ms) == doctest::Approx(0.5).epsilon(0.01));
+  unsigned tried = 0;
+  for (int i = 0; i < 200; ++i) tried += b.pick(0b11, 0, back, draws) == std::optional<std::size_t>(1);
+  CHECK(tried > 0);
+  // Its next answer is its estimate as it is.
+  b.started(1);
+  b.finished(1, 6ms, back + 10ms);
+  CHECK(b.estimate(1, back + 10ms) == ns(6ms));
+  CHECK_FALSE(b.held(1, back + 10ms));
+}
+
+TEST_CASE("balancer: failures in a row hold longer, to a cap; an answer starts the count again") {
+  balancer_type b;
+  b.assign(1, start);
+  time_point t = start;
+  // Each failure comes when the last hold ends: 1, 2, 4, 8, then 10 s.
+  for (const auto expected : {1s, 2s, 4s, 8s, 10s, 10s}) {
+    CAPTURE(expected.count());
+    b.failed(0, 0ms, t);
+    CHECK(b.held(0, t + expected - 1ns));
+    CHECK_FALSE(b.held(0, t + expected));
+    t += expected;
+  }
+  // A failure of a request sent before, while held, is the same failure:
+  // the hold does not double.
+  b.failed(0, 0ms, t);        // the seventh: 10 s
+  b.failed(0, 0ms, t + 1s);   // held: ends at t + 11 s at most
+  CHECK(b.held(0, t + 11s - 1ns));
+  CHECK_FALSE(b.held(0, t + 11s));
+  // An answer ends the count: the next failure holds for 1 s again.
+  t += 11s;
+  b.started(0);
+  b.finished(0, 5ms, t);
+  b.failed(0, 0ms, t + 1ms);
+  CHECK(b.held(0, t + 1ms + 999ms));
+  CHECK_FALSE(b.held(0, t + 1ms + 1s));
+  // A time-out counts its own time when it is above the penalty.
+  b.failed(0, 3s, t + 2s);
+  CHECK(b.estimate(0, t + 2s) == ns(3s));
+  // With no hold, the penalty just decays.
+  balancer_options o;
+  o.failure_hold = 0ns;
+  balancer_type plain(o);
+  plain.assign(1, start);
+  plain.failed(0, 0ms, start);
+  CHECK_FALSE(plain.held(0, start));
+  CHECK(plain.estimate(0, start + 10s) == doctest::Approx(ns(1s) / std::exp(1.0)).epsilon(1e-12));
+}
+
+TEST_CASE("balancer: an address down for a moment is used again within seconds") {
+  // Four equal addresses; the last refuses connections from 4 s to 8 s (each
+  // request sent to it then fails at once). After 8 s it is tried when its
+  // hold ends and gets its share back.
+  balancer_type b;
+  b.assign(4, start);
+  seeded_draws draws{5};
+  std::array<unsigned, 4> picks{};
+  time_point now = start;
+  std::vector<std::pair<time_point, std::size_t>> pending;
+  std::optional<time_point> first_back;
+  unsigned after_back = 0, total_after = 0;
+  for (; now < start + 20s; now += 1ms) {
+    std::erase_if(pending, [&](const auto& p) {
+      if (p.first > now) return false;
+      b.finished(p.second, 10ms, p.first);
+      return true;
+    });
+    const auto chosen = b.pick(0b1111, 0, now, draws);
+    REQUIRE(chosen.has_value());
+    const bool down = now >= start + 4s && now < start + 8s;
+    if (*chosen == 3 && down) {
+      b.failed(3, 0ms, now);
+      continue;
+    }
+    ++picks[*chosen];
+    b.started(*chosen);
+    pending.emplace_back(now + 10ms, *chosen);
+    if (now >= start + 8s && *chosen == 3 && !first_back) first_back = now;
+    if (first_back && now >= *first_back + 3s && now < *first_back + 8s) {
+      ++total_after;
+      after_back += *chosen == 3;
+    }
+  }
+  REQUIRE(first_back.has_value());
+  MESSAGE("back after ", std::chrono::duration<double>(*first_back - (start + 8s)).count(), " s");
+  CHECK(*first_back - (start + 8s) <= 4s); // holds of 1, 2 and at most 4 s from 4 s
+  CHECK(static_cast<double>(after_back) / total_after == doctest::Approx(0.25).epsilon(0.2));
+}
+
 TEST_CASE("balancer: exclusions") {
   balancer_type b;
   b.assign(4, start - 10s);
@@ -336,6 +461,8 @@ TEST_CASE("balancer: options are checked") {
   refused([](balancer_options& o) { o.decay = 0ns; });
   refused([](balancer_options& o) { o.default_rtt = -1ns; });
   refused([](balancer_options& o) { o.slow_start_window = -1ns; });
+  refused([](balancer_options& o) { o.failure_hold = -1ns; });
+  refused([](balancer_options& o) { o.failure_hold_max = o.failure_hold - 1ns; });
   refused([](balancer_options& o) { o.slow_start_aggression = 0; });
   refused([](balancer_options& o) { o.slow_start_aggression = std::nan(""); });
   refused([](balancer_options& o) { o.slow_start_min_weight = 0; });

@@ -68,14 +68,20 @@ using coretry::http::balance_mode;
 /// - `failure_penalty` 1 s: the least sample a failure gives (see failed):
 ///   far above a healthy answer where a client balances (a few ms in a
 ///   data centre; 33 times default_rtt), so one failure puts the address
-///   behind every healthy one at once, and it is tried again only when its
-///   estimate has decayed below their cost: after 10 s x ln(1 s / their
-///   cost), 53 s against 5 ms answers, 23 s against 100 ms. A fixed floor
-///   rather than the attempt's limit: a refused connect takes no time and a
-///   request may have no limit; a failure that took longer (a time-out)
-///   counts its own time. Where healthy answers take a second or more, a
-///   failing address is no costlier than one of them: ejection is what
-///   keeps it out then.
+///   behind every healthy one at once. A fixed floor rather than the
+///   attempt's limit: a refused connect takes no time and a request may
+///   have no limit; a failure that took longer (a time-out) counts its own
+///   time. Where healthy answers take a second or more, a failing address
+///   is no costlier than one of them: ejection is what keeps it out then.
+/// - `failure_hold` 1 s, doubling with each failure in a row up to
+///   `failure_hold_max` 10 s: how long that penalty stands. When the hold
+///   ends, the address is one with no answer yet, starting slow: tried by
+///   one request, then ramping up. Without it the penalty would decay like
+///   any sample, and an address down for a moment would wait until 10 s x
+///   ln(1 s / the others' cost) had passed (53 s against 5 ms answers)
+///   before a request tried it again. An address down for long is tried
+///   after 1, 2, 4, 8, then every 10 s (and ejection, five failures in a
+///   row, takes it out for longer); one back up is found within that time.
 struct balancer_options {
   balance_mode mode = balance_mode::least_cost;
   std::chrono::nanoseconds decay = std::chrono::seconds(10);       ///< positive
@@ -84,6 +90,8 @@ struct balancer_options {
   double slow_start_aggression = 1.0; ///< weight = (t / window)^(1 / aggression); positive
   double slow_start_min_weight = 0.1; ///< (0, 1]
   std::chrono::nanoseconds failure_penalty = std::chrono::seconds(1); ///< not negative
+  std::chrono::nanoseconds failure_hold = std::chrono::seconds(1); ///< not negative; zero: the penalty just decays
+  std::chrono::nanoseconds failure_hold_max = std::chrono::seconds(10); ///< at least failure_hold
 };
 
 /// Throws std::invalid_argument naming the first bad option of `o`.
@@ -96,6 +104,9 @@ inline void check_balancer_options(const balancer_options& o) {
   if (!(o.slow_start_min_weight > 0 && o.slow_start_min_weight <= 1))
     throw std::invalid_argument("balancer slow_start_min_weight must be in (0, 1]");
   if (o.failure_penalty.count() < 0) throw std::invalid_argument("balancer failure_penalty must not be negative");
+  if (o.failure_hold.count() < 0) throw std::invalid_argument("balancer failure_hold must not be negative");
+  if (o.failure_hold_max < o.failure_hold)
+    throw std::invalid_argument("balancer failure_hold_max must not be shorter than failure_hold");
 }
 
 /// A source of uniform draws: uniform(m) is in [0, m]. coretry::random_source
@@ -112,15 +123,18 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 /// while nothing is in flight to it (so it is tried), else default_rtt
 /// times in flight plus one. Samples are answers' latencies and failures
 /// (failed(): at least failure_penalty), so an address that refuses
-/// connections or never answers is costly, not free.
+/// connections or never answers is costly, not free, for its hold
+/// (failure_hold, doubling with each failure in a row): then it is an
+/// address with no sample again, starting slow.
 ///
 /// **Latency estimate** (peak EWMA, as Finagle's and tower's): between
 /// samples it decays toward zero, e(t) = e x w with w = exp(-elapsed /
 /// decay), elapsed since the latest sample (what those libraries do on each
 /// read, here without depending on how often anyone reads): an address
 /// left alone after a slow spell becomes cheap again and is tried. A sample
-/// at `t` above e(t) replaces it; one at or below it moves it toward the
-/// sample: e(t) x w + sample x (1 - w). The first sample is taken as it is.
+/// at `t` above e(t) replaces it; one at or below it moves the estimate
+/// toward the sample, e x w + sample x (1 - w), so that a steady stream of
+/// equal samples holds it at their value. The first sample is taken as it is.
 ///
 /// **Pick**: from the candidates, less the avoided ones while another
 /// candidate is left, two distinct slots are drawn uniformly and the
@@ -184,12 +198,13 @@ public:
     if (i < size_) ++slots_[i].outstanding;
   }
 
-  /// A request to `i` was answered at `now` after `latency`: it ends, and
-  /// the latency is a sample.
+  /// A request to `i` was answered at `now` after `latency`: it ends, the
+  /// latency is a sample, and the address's failures in a row are over.
   void finished(std::size_t i, clock_duration latency, TimePoint now) noexcept {
     if (i >= size_) return;
     ended(i);
     observe(i, latency, now);
+    slots_[i].failures = 0;
   }
 
   /// A request to `i` ended with nothing learnt of the address's latency
@@ -202,10 +217,24 @@ public:
   /// A connection to `i` or a request on one failed at `now` after `took`
   /// without an answer (a connect refused, unreachable or timed out; an
   /// attempt out of time or reset): a sample of at least failure_penalty,
-  /// which the peak rule takes at once, outside any request's count.
+  /// which the peak rule takes at once, outside any request's count. It
+  /// stands for the hold: failure_hold after the first failure in a row,
+  /// twice as long after each next one (a failure while held, of a request
+  /// sent before, counts as the same one), at most failure_hold_max. When
+  /// the hold ends the address is as if it had no sample, its slow start
+  /// beginning then.
   void failed(std::size_t i, clock_duration took, TimePoint now) noexcept {
+    if (i >= size_) return;
     const auto floor = std::chrono::duration_cast<clock_duration>(options_.failure_penalty);
     observe(i, std::max(took, floor), now);
+    if (options_.failure_hold.count() <= 0) return;
+    slot& s = slots_[i];
+    const bool held_now = s.held && now < s.since;
+    if (!held_now && s.failures < max_failures) ++s.failures;
+    const TimePoint until = now + hold(s.failures);
+    s.since = held_now ? std::max(s.since, until) : until;
+    s.held = true;
+    slow_until_ = std::max(slow_until_, s.since + window());
   }
 
   /// A latency sample of `i` at `now`, outside any request's count (a
@@ -214,12 +243,12 @@ public:
     if (i >= size_) return;
     slot& s = slots_[i];
     const double x = std::max(0.0, static_cast<double>(std::chrono::nanoseconds(latency).count()));
-    if (!s.sampled) {
+    if (!known(s, now)) {
       s.estimate_ns = x;
+      s.held = false;
     } else {
       const double w = recency(s, now);
-      const double current = s.estimate_ns * w;
-      s.estimate_ns = x > current ? x : current * w + x * (1.0 - w);
+      s.estimate_ns = x > s.estimate_ns * w ? x : s.estimate_ns * w + x * (1.0 - w);
     }
     s.sampled = true;
     s.stamp = std::max(s.stamp, now);
@@ -230,21 +259,25 @@ public:
   double estimate(std::size_t i, TimePoint now) const noexcept {
     if (i >= size_) return 0;
     const slot& s = slots_[i];
-    return s.sampled ? s.estimate_ns * recency(s, now) : default_ns();
+    return known(s, now) ? s.estimate_ns * recency(s, now) : default_ns();
   }
 
   /// The cost of `i` at `now` (nanoseconds x requests): what a pick compares.
   double cost(std::size_t i, TimePoint now) const noexcept {
     if (i >= size_) return 0;
     const slot& s = slots_[i];
-    if (!s.sampled && s.outstanding == 0) return 0;
+    if (!known(s, now) && s.outstanding == 0) return 0;
     return estimate(i, now) * (static_cast<double>(s.outstanding) + 1.0);
   }
 
   /// Requests in flight to `i`.
   unsigned outstanding(std::size_t i) const noexcept { return i < size_ ? slots_[i].outstanding : 0; }
 
-  /// The slow-start weight of `i` at `now`, in (0, 1]: below 1 during its slow start.
+  /// Whether `i` is held after a failure at `now` (see failed).
+  bool held(std::size_t i, TimePoint now) const noexcept { return i < size_ && slots_[i].held && now < slots_[i].since; }
+
+  /// The slow-start weight of `i` at `now`, in (0, 1]: below 1 during its
+  /// slow start (the least weight while it is held).
   double weight(std::size_t i, TimePoint now) const noexcept {
     return static_cast<double>(weight_units(i, now)) / static_cast<double>(full_weight);
   }
@@ -286,12 +319,30 @@ public:
 
 private:
   struct slot {
-    double estimate_ns = 0;    ///< as of `stamp`
-    TimePoint stamp{};         ///< the latest sample's instant
-    TimePoint since{};         ///< its slow start's beginning
-    unsigned outstanding = 0;  ///< requests in flight
-    bool sampled = false;      ///< an answer has been seen since it (re)started
+    double estimate_ns = 0;       ///< as of `stamp`
+    TimePoint stamp{};            ///< the latest sample's instant
+    TimePoint since{};            ///< its slow start's beginning (its hold's end when held)
+    unsigned outstanding = 0;     ///< requests in flight
+    std::uint16_t failures = 0;   ///< failures in a row (failed), up to max_failures
+    bool sampled = false;         ///< an answer has been seen since it (re)started
+    bool held = false;            ///< failed: `estimate_ns` stands until `since`
   };
+
+  /// Failures in a row counted: enough to reach any hold's cap.
+  static constexpr std::uint16_t max_failures = 64;
+
+  /// Whether `s` has a sample that counts at `now`: one since it (re)started,
+  /// and not one whose hold has ended.
+  static bool known(const slot& s, TimePoint now) noexcept { return s.sampled && !(s.held && now >= s.since); }
+
+  /// The hold after `failures` in a row: failure_hold doubled failures - 1
+  /// times, at most failure_hold_max.
+  clock_duration hold(unsigned failures) const noexcept {
+    const auto most = std::chrono::duration_cast<clock_duration>(options_.failure_hold_max);
+    auto h = std::chrono::duration_cast<clock_duration>(options_.failure_hold);
+    for (unsigned k = 1; k < failures && h < most; ++k) h = h > most / 2 ? most : h * 2;
+    return std::min(h, most);
+  }
 
   static slot fresh(TimePoint now) noexcept {
     slot s;
@@ -341,7 +392,7 @@ private:
   bool cheaper(std::size_t b, std::size_t a, TimePoint now) const noexcept {
     const slot& x = slots_[b];
     const slot& y = slots_[a];
-    if (!x.sampled || !y.sampled || options_.decay.count() <= 0) return cost(b, now) < cost(a, now);
+    if (!known(x, now) || !known(y, now) || options_.decay.count() <= 0) return cost(b, now) < cost(a, now);
     const auto elapsed = [now](const slot& s) {
       return now <= s.stamp ? 0.0 : static_cast<double>(std::chrono::nanoseconds(now - s.stamp).count());
     };

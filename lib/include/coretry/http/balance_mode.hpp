@@ -3,6 +3,9 @@
 /// @file
 /// How the client chooses among a name's addresses (client_options::balance).
 
+#include <optional>
+#include <string_view>
+
 namespace coretry::http {
 
 /// How a request's address is chosen when its name has several.
@@ -16,6 +19,12 @@ enum class balance_mode {
   /// new or back from an ejection: the default.
   least_cost,
 };
+
+/// "first_to_connect" or "least_cost".
+std::string_view to_string(balance_mode mode) noexcept;
+
+/// The mode named `name` (as to_string writes it); none for any other text.
+std::optional<balance_mode> parse_balance_mode(std::string_view name) noexcept;
 
 } // namespace coretry::http
 

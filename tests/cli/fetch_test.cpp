@@ -423,7 +423,8 @@ TEST_CASE("cli: --balance first_to_connect: a new connection goes to the first a
   const std::string entry = "pricing:" + port + ":127.0.0.3,127.0.0.2";
   for (int i = 0; i < 8; ++i) {
     CAPTURE(i);
-    const auto r = run({"fetch", "-v", "--balance", "first_to_connect", "http://pricing:" + port + "/status/200"});
+    const auto r =
+        run({"fetch", "-v", "--balance", "first_to_connect", "--resolve", entry, "http://pricing:" + port + "/status/200"});
     CHECK(r.status == 0);
     CHECK(r.err.find("127.0.0.3:" + port) != std::string::npos);
     CHECK(r.err.find("127.0.0.2:" + port) == std::string::npos);

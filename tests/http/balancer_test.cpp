@@ -306,7 +306,7 @@ TEST_CASE("balancer: a failure holds the address back, then it is tried again an
   CHECK_FALSE(b.held(1, back + 10ms));
 }
 
-TEST_CASE("balancer: failures in a row hold longer, to a cap; an answer starts the count again") {
+TEST_CASE("balancer: failures in a row hold longer to a cap and an answer starts the count again") {
   balancer_type b;
   b.assign(1, start);
   time_point t = start;

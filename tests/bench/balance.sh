@@ -29,9 +29,10 @@
 # BUILD_DIR defaults to build/release (cmake --preset release && cmake
 # --build --preset release --target coretry_cli coretry_bookstore_app
 # coretry_load). SECONDS (default 15) is the length of each run but the
-# return case's (SECONDS + 20). RATE (default 400), SEED (default 1) and
-# CASES (default "equal slow quarter return") may be set in the
-# environment. Needs python3.
+# return case's (SECONDS + 20). RATE (default 400), SEED (default 1),
+# CASES (default "equal slow quarter return"), MODES (default
+# "first_to_connect least_cost") and LIMITS (default "off adaptive") may be
+# set in the environment. Needs python3.
 set -euo pipefail
 
 build=${1:-build/release}
@@ -39,6 +40,8 @@ seconds=${2:-15}
 rate=${RATE:-400}
 seed=${SEED:-1}
 cases=${CASES:-equal slow quarter return}
+modes=${MODES:-first_to_connect least_cost}
+limits=${LIMITS:-off adaptive}
 coretry="$build/apps/cli/coretry"
 bookstore="$build/apps/bookstore/coretry-bookstore"
 load="$build/apps/load/coretry-load"
@@ -246,8 +249,8 @@ for c in $cases; do
   equal | slow | quarter)
     echo "| case | balance | concurrency limit | load | share of ${addresses[*]} | p99 | answered 200 |"
     echo "|---|---|---|---|---|---|---|"
-    for mode in first_to_connect least_cost; do
-      for limit in off adaptive; do
+    for mode in $modes; do
+      for limit in $limits; do
         case $c in
         equal) steady "four equal, 5 ms" "$mode" "$limit" "$rate" 16 5 16 5 ;;
         slow) steady "one at 80 ms" "$mode" "$limit" "$rate" 64 80 16 5 ;;
@@ -264,8 +267,8 @@ for c in $cases; do
     echo
     echo "| balance | concurrency limit | first call after its start | 0-0.5 s | 0.5-1 s | 1-2 s | 2-5 s | p99 | answered 200 |"
     echo "|---|---|---|---|---|---|---|---|---|"
-    for mode in first_to_connect least_cost; do
-      for limit in off adaptive; do returning "$mode" "$limit"; done
+    for mode in $modes; do
+      for limit in $limits; do returning "$mode" "$limit"; done
     done
     ;;
   *) echo "unknown case $c" >&2; exit 2 ;;

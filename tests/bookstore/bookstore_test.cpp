@@ -507,6 +507,42 @@ TEST_CASE("--pricing-resolve pins pricing's name to addresses: a refused one is 
   CHECK_THROWS_WITH_AS(bookstore::validate(bad), doctest::Contains("without its closing ']'"), std::invalid_argument);
 }
 
+TEST_CASE("--pricing-balance first_to_connect: every call goes to the first address that connects") {
+  // Two pricing servers on one port, 127.0.0.3 and 127.0.0.1: both connect
+  // at once, so the race's first, 127.0.0.3 (listed first), takes every
+  // call; the balancer (least_cost) tries each.
+  std::optional<server_thread> first, second;
+  for (int tries = 0; tries < 20 && !second; ++tries) {
+    coretry::faults::fault_server_options a;
+    a.listen = "127.0.0.3:0";
+    first.emplace(a);
+    coretry::faults::fault_server_options b;
+    b.listen = "127.0.0.1:" + std::to_string((*first)->port());
+    try {
+      second.emplace(b);
+    } catch (const boost::system::system_error&) {
+      first.reset();
+    }
+  }
+  REQUIRE(second);
+  const std::string port = std::to_string((*first)->port());
+  for (const auto mode : {coretry::http::balance_mode::first_to_connect, coretry::http::balance_mode::least_cost}) {
+    CAPTURE(coretry::http::to_string(mode));
+    const std::size_t before_first = (*first)->log().size(), before_second = (*second)->log().size();
+    bookstore::options o = options_for("http://pricing:" + port + "/status/200?body=%7B%7D");
+    o.pricing_resolve = {"pricing:" + port + ":127.0.0.3,127.0.0.1"};
+    o.pricing_balance = mode;
+    bookstore_runner store{o};
+    const auto bookstore_port = port_of(store->base_url());
+    for (int i = 0; i < 40; ++i) REQUIRE(get(bookstore_port, "/books/" + std::to_string(i)).status == 200);
+    const std::size_t to_first = (*first)->log().size() - before_first;
+    const std::size_t to_second = (*second)->log().size() - before_second;
+    CHECK(to_first + to_second == 40);
+    if (mode == coretry::http::balance_mode::first_to_connect) CHECK(to_second == 0);
+    else CHECK(to_second > 0); // an address with no answer yet costs nothing: tried
+  }
+}
+
 TEST_CASE("bad options are refused with a reason") {
   bookstore::options o;
   o.pricing_url = "ftp://x";
@@ -572,6 +608,7 @@ TEST_CASE("the program refuses a bad command line with exit status 2") {
          "--attempt-ceiling", "400"},
         {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1:nowhere"},
         {"--pricing", "http://pricing:1/", "--pricing-resolve", "pricing:1"},
+        {"--pricing", "http://pricing:1/", "--pricing-balance", "round_robin"},
         {"--pricing", "http://127.0.0.1:1/", "--pricing-cacert", "/etc/hostname"},
         {"--pricing", "https://127.0.0.1:1/", "--pricing-cacert", "/nonexistent/ca.pem"},
         {"--pricing", "https://127.0.0.1:1/", "--pricing-cacert", "/etc/hostname"}}) {

@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   std::string pricing_balance{coretry::http::to_string(opts.pricing_balance)};
   app.add_option("--pricing-balance", pricing_balance,
                  "how a call picks among pricing's addresses: least_cost (two drawn at random, the one with the "
-                 "lower latency estimate x calls in flight serves; a new or returning address starts gently) or "
+                 "lower latency estimate, weighed by calls in flight, serves; a new or returning address starts gently) or "
                  "first_to_connect (a new connection races them in order, any pooled connection serves)")
       ->capture_default_str()->check(CLI::IsMember({"least_cost", "first_to_connect"}));
   app.add_option("--max-connections", max_connections, "connections to the pricing service")

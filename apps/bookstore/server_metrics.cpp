@@ -90,7 +90,7 @@ std::vector<::prometheus::MetricFamily> address_load_families(const coretry::htt
       {"coretry_address_requests_total", "Calls sent to each address of the dependency.", MetricType::Counter, {}},
       {"coretry_address_outstanding", "Calls in flight to each address of the dependency.", MetricType::Gauge, {}},
       {"coretry_address_cost_seconds",
-       "The balancer's cost of each address: its latency estimate times its calls in flight plus one.",
+       "The balancer's cost of each address: its latency estimate times the square root of its calls in flight plus one.",
        MetricType::Gauge, {}}};
   const auto add = [&](const std::string& address, double requests, double outstanding, double cost) {
     for (std::size_t i = 0; i < out.size(); ++i) {

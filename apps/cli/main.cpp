@@ -286,9 +286,10 @@ void add_fetch(CLI::App& app, man_page_formatter& formatter, coretry::cli::fetch
   text_option(fetch, "--balance", args.balance,
               "how a request picks among a name's addresses:\n"
               "least_cost (default; two drawn at random, the\n"
-              "lower latency estimate x requests in flight\n"
-              "serves) or first_to_connect (a new connection\n"
-              "races them in order); -v names the address",
+              "lower latency estimate, weighed by requests in\n"
+              "flight, serves) or first_to_connect (a new\n"
+              "connection races them in order); -v names the\n"
+              "address",
               "MODE", request);
   fetch.add_flag("-L,--location", args.location,
                  "follow redirects (301, 302, 303, 307, 308 with a\n"

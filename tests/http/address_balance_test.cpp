@@ -120,7 +120,7 @@ TEST_CASE("address balance: requests in flight and slow answers make an address 
   // The estimate decays by e every 10 s.
   CHECK(book.cost(fleet_name, slow, start + 10s) == doctest::Approx(80e6 / std::exp(1.0)));
   REQUIRE(book.request_started(fleet_name, slow));
-  CHECK(book.cost(fleet_name, slow, start) == doctest::Approx(160e6));
+  CHECK(book.cost(fleet_name, slow, start) == doctest::Approx(80e6 * std::sqrt(2.0)));
   auto seen = book.stats(start).spread;
   REQUIRE(seen.size() == 4);
   CHECK(seen[2].requests == 2);

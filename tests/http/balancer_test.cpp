@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <stdexcept>
@@ -157,14 +158,14 @@ TEST_CASE("balancer: cost counts the requests in flight") {
   CHECK(b.cost(0, start) == 0);
   b.started(0);
   CHECK(b.outstanding(0) == 1);
-  CHECK(b.cost(0, start) == 2 * ns(30ms));
+  CHECK(b.cost(0, start) == doctest::Approx(std::sqrt(2.0) * ns(30ms)).epsilon(1e-12));
   b.started(0);
   b.finished(0, 10ms, start);
   CHECK(b.outstanding(0) == 1);
-  CHECK(b.cost(0, start) == 2 * ns(10ms));
+  CHECK(b.cost(0, start) == doctest::Approx(std::sqrt(2.0) * ns(10ms)).epsilon(1e-12));
   b.started(0);
   b.started(0);
-  CHECK(b.cost(0, start) == 4 * ns(10ms));
+  CHECK(b.cost(0, start) == doctest::Approx(2 * ns(10ms)).epsilon(1e-12)); // (3 + 1)^0.5
   // An end with nothing learnt leaves the estimate alone.
   b.ended(0);
   CHECK(b.outstanding(0) == 2);
@@ -214,7 +215,11 @@ TEST_CASE("balancer: power of two choices never takes the worse of its two") {
   REQUIRE(b.weight(0, start + 100ms) < 1);
   for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 100ms, draws) == std::optional<std::size_t>(0));
   // Samples of different ages: costs as decayed now. 10 ms five seconds
-  // old is 6.07 ms now, below a fresh 6.2 ms.
+  // old is 6.07 ms now, below a fresh 6.2 ms (no tie band here: it would
+  // make them equal).
+  balancer_options exact;
+  exact.tie_ratio = 1;
+  b = balancer_type(exact);
   b.assign(2, start - 10s);
   b.observe(0, 10ms, start);
   b.observe(1, 6200us, start + 5s);
@@ -222,6 +227,58 @@ TEST_CASE("balancer: power of two choices never takes the worse of its two") {
   for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 5s, draws) == std::optional<std::size_t>(0));
   REQUIRE(b.cost(0, start + 4s) > b.cost(1, start + 4s)); // a second earlier: 6.70 ms
   for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start + 4s, draws) == std::optional<std::size_t>(1));
+}
+
+TEST_CASE("balancer: requests in flight weigh by their square root, and near-equal idle addresses are a tie") {
+  balancer_type b;
+  b.assign(2, start - 10s);
+  b.observe(0, 10ms, start);
+  b.observe(1, 12ms, start);
+  seeded_draws draws{9};
+  // As many in flight, estimates within 25%: equal, the first drawn serves
+  // (either, as often).
+  unsigned first = 0;
+  for (int i = 0; i < 2000; ++i) first += b.pick(0b11, 0, start, draws) == std::optional<std::size_t>(0);
+  CHECK(first == doctest::Approx(1000).epsilon(0.1));
+  // One more in flight: no tie; 10 ms x 2^0.5 = 14.1 against 12 x 1: the
+  // idle one serves.
+  b.started(0);
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
+  // 3 in flight at 10 ms (cost 20) against 1 at 12 ms (cost 17.0): the
+  // latter; with the plain product (40 against 24) the same, and 2 at 5 ms
+  // (8.7) against none at 12 ms: the busy one, where the product (15 > 12)
+  // would pick the idle one.
+  b.started(0);
+  b.started(0);
+  b.started(1);
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
+  b.assign(2, start - 10s);
+  b.observe(0, 5ms, start);
+  b.observe(1, 12ms, start);
+  b.started(0);
+  b.started(0);
+  CHECK(b.cost(0, start) == doctest::Approx(std::sqrt(3.0) * ns(5ms)).epsilon(1e-12));
+  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start, draws) == std::optional<std::size_t>(0));
+  balancer_options plain;
+  plain.in_flight_bias = 1;
+  balancer_type product(plain);
+  product.assign(2, start - 10s);
+  product.observe(0, 5ms, start);
+  product.observe(1, 12ms, start);
+  product.started(0);
+  product.started(0);
+  CHECK(product.cost(0, start) == doctest::Approx(3 * ns(5ms)).epsilon(1e-12));
+  for (int i = 0; i < 100; ++i) CHECK(product.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
+  // Another bias: latency x (in flight + 1)^2; 5 ms x 9 = 45 against 12.
+  plain.in_flight_bias = 2;
+  balancer_type squared(plain);
+  squared.assign(2, start - 10s);
+  squared.observe(0, 5ms, start);
+  squared.observe(1, 12ms, start);
+  squared.started(0);
+  squared.started(0);
+  CHECK(squared.cost(0, start) == doctest::Approx(9 * ns(5ms)).epsilon(1e-12));
+  for (int i = 0; i < 100; ++i) CHECK(squared.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
 }
 
 TEST_CASE("balancer: a slow address gets almost nothing in a steady state") {
@@ -469,6 +526,10 @@ TEST_CASE("balancer: options are checked") {
   refused([](balancer_options& o) { o.default_rtt = -1ns; });
   refused([](balancer_options& o) { o.slow_start_window = -1ns; });
   refused([](balancer_options& o) { o.failure_hold = -1ns; });
+  refused([](balancer_options& o) { o.in_flight_bias = 0; });
+  refused([](balancer_options& o) { o.in_flight_bias = 4.5; });
+  refused([](balancer_options& o) { o.tie_ratio = 0.9; });
+  refused([](balancer_options& o) { o.tie_ratio = std::numeric_limits<double>::infinity(); });
   refused([](balancer_options& o) { o.failure_hold_max = o.failure_hold - 1ns; });
   refused([](balancer_options& o) { o.slow_start_aggression = 0; });
   refused([](balancer_options& o) { o.slow_start_aggression = std::nan(""); });

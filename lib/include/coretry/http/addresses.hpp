@@ -61,7 +61,8 @@ struct address_load {
   std::uint64_t requests = 0; ///< requests sent to it so far (since the name listed it)
   unsigned outstanding = 0;   ///< requests in flight to it now
   /// What the balancer compares: its latency estimate in nanoseconds (peak
-  /// EWMA) times its requests in flight plus one; 0 before its first answer.
+  /// EWMA) times the square root of its requests in flight plus one; 0
+  /// before its first answer.
   double cost = 0;
   bool ejected = false; ///< ejected now
 };

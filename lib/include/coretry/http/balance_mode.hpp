@@ -15,7 +15,7 @@ enum class balance_mode {
   /// connection that suits serves.
   first_to_connect,
   /// Power of two choices over a cost per address (peak EWMA latency x
-  /// requests in flight plus one), with slow start for an address that is
+  /// the square root of requests in flight plus one), with slow start for an address that is
   /// new or back from an ejection: the default.
   least_cost,
 };

@@ -103,10 +103,10 @@ TEST_CASE("balancer: the peak EWMA on explicit instants") {
   // Between samples it decays toward zero: exp(-5 s / 10 s).
   const double w = std::exp(-0.5);
   CHECK(b.estimate(0, start + 5s) == doctest::Approx(ns(10ms) * w).epsilon(1e-12));
-  // A sample below the decayed estimate moves the estimate toward the
-  // sample with weight w.
+  // A sample below the decayed estimate moves it toward the sample with
+  // weight w on it.
   b.observe(0, 4ms, start + 5s);
-  const double expected = ns(10ms) * w + ns(4ms) * (1 - w);
+  const double expected = ns(10ms) * w * w + ns(4ms) * (1 - w);
   CHECK(b.estimate(0, start + 5s) == doctest::Approx(expected).epsilon(1e-12));
   // One second later, decayed by exp(-0.1) from there.
   CHECK(b.estimate(0, start + 6s) == doctest::Approx(expected * std::exp(-0.1)).epsilon(1e-12));
@@ -121,7 +121,7 @@ TEST_CASE("balancer: a sample above the estimate replaces it") {
   // A small sample soon after barely moves it: the peak holds.
   b.observe(0, 5ms, start + 2ms);
   const double w = std::exp(-1e-4);
-  CHECK(b.estimate(0, start + 2ms) == doctest::Approx(ns(80ms) * w + ns(5ms) * (1 - w)).epsilon(1e-12));
+  CHECK(b.estimate(0, start + 2ms) == doctest::Approx(ns(80ms) * w * w + ns(5ms) * (1 - w)).epsilon(1e-12));
   CHECK(b.estimate(0, start + 2ms) > ns(79ms));
   // A sample equal to the decayed estimate is not a peak, and keeps it.
   const double now_estimate = b.estimate(0, start + 2ms);
@@ -147,6 +147,29 @@ TEST_CASE("balancer: a stream of samples holds the estimate among their values")
       b.observe(0, i % 2 == 0 ? 12ms : 8ms, t += gap);
       CHECK(b.estimate(0, t) >= ns(8ms));
       CHECK(b.estimate(0, t) <= ns(12ms));
+    }
+  }
+}
+
+TEST_CASE("balancer: a faster answer never raises the estimate, a slower one never lowers it") {
+  for (const auto gap : {std::chrono::nanoseconds(1ms), std::chrono::nanoseconds(1s), std::chrono::nanoseconds(5s),
+                         std::chrono::nanoseconds(30s)}) {
+    for (const double share : {0.0, 0.5, 0.99, 1.0}) {
+      CAPTURE(gap.count());
+      CAPTURE(share);
+      balancer_type b;
+      b.assign(1, start);
+      b.observe(0, 10ms, start);
+      const double before = b.estimate(0, start + gap);
+      // A sample at `share` of the estimate as it reads now.
+      const auto x = std::chrono::nanoseconds(static_cast<std::int64_t>(before * share));
+      b.observe(0, x, start + gap);
+      CHECK(b.estimate(0, start + gap) <= before);
+      CHECK(b.estimate(0, start + gap) >= ns(x));
+      // One above it replaces it.
+      const auto above = std::chrono::nanoseconds(static_cast<std::int64_t>(before) + 1000);
+      b.observe(0, above, start + gap);
+      CHECK(b.estimate(0, start + gap) == ns(above));
     }
   }
 }
@@ -382,19 +405,22 @@ TEST_CASE("balancer: failures in a row hold longer to a cap and an answer starts
     CHECK_FALSE(b.held(0, t + expected));
     t += expected;
   }
-  // A failure of a request sent before, while held, is the same failure:
-  // the hold does not double.
-  b.failed(0, 0ms, t);        // the seventh: 10 s
-  b.failed(0, 0ms, t + 1s);   // held: ends at t + 11 s at most
-  CHECK(b.held(0, t + 11s - 1ns));
-  CHECK_FALSE(b.held(0, t + 11s));
   // An answer ends the count: the next failure holds for 1 s again.
-  t += 11s;
   b.started(0);
   b.finished(0, 5ms, t);
   b.failed(0, 0ms, t + 1ms);
   CHECK(b.held(0, t + 1ms + 999ms));
   CHECK_FALSE(b.held(0, t + 1ms + 1s));
+  // A failure of a request sent before, while held, is the same failure:
+  // the hold (1 s) does not double, it ends 1 s after the latest.
+  b.failed(0, 0ms, t + 501ms);
+  CHECK(b.held(0, t + 1501ms - 1ns));
+  CHECK_FALSE(b.held(0, t + 1501ms));
+  // So the next failure, after it, is the second in a row: 2 s.
+  b.failed(0, 0ms, t + 2s);
+  CHECK(b.held(0, t + 4s - 1ns));
+  CHECK_FALSE(b.held(0, t + 4s));
+  t += 4s;
   // A time-out counts its own time when it is above the penalty.
   b.failed(0, 3s, t + 2s);
   CHECK(b.estimate(0, t + 2s) == ns(3s));
@@ -526,7 +552,9 @@ TEST_CASE("balancer: options are checked") {
   refused([](balancer_options& o) { o.default_rtt = -1ns; });
   refused([](balancer_options& o) { o.slow_start_window = -1ns; });
   refused([](balancer_options& o) { o.failure_hold = -1ns; });
-  refused([](balancer_options& o) { o.in_flight_bias = 0; });
+  refused([](balancer_options& o) { o.in_flight_bias = 0.05; });
+  refused([](balancer_options& o) { o.failure_hold_max = std::chrono::hours(25); });
+  refused([](balancer_options& o) { o.slow_start_window = std::chrono::hours(25); });
   refused([](balancer_options& o) { o.in_flight_bias = 4.5; });
   refused([](balancer_options& o) { o.tie_ratio = 0.9; });
   refused([](balancer_options& o) { o.tie_ratio = std::numeric_limits<double>::infinity(); });

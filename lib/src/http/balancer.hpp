@@ -112,7 +112,7 @@ struct balancer_options {
   std::chrono::nanoseconds failure_penalty = std::chrono::seconds(1); ///< not negative
   std::chrono::nanoseconds failure_hold = std::chrono::seconds(1); ///< not negative; zero: the penalty just decays
   std::chrono::nanoseconds failure_hold_max = std::chrono::seconds(10); ///< at least failure_hold
-  double in_flight_bias = 0.5; ///< cost = latency x (in flight + 1)^bias; in (0, 4]
+  double in_flight_bias = 0.5; ///< cost = latency x (in flight + 1)^bias; in [0.1, 4] (latency^(1/bias) stays finite)
   double tie_ratio = 1.25;     ///< as many in flight: latencies within this ratio are equal; at least 1, finite
 };
 
@@ -127,8 +127,13 @@ inline void check_balancer_options(const balancer_options& o) {
     throw std::invalid_argument("balancer slow_start_min_weight must be in (0, 1]");
   if (o.failure_penalty.count() < 0) throw std::invalid_argument("balancer failure_penalty must not be negative");
   if (o.failure_hold.count() < 0) throw std::invalid_argument("balancer failure_hold must not be negative");
-  if (!(o.in_flight_bias > 0 && o.in_flight_bias <= 4))
-    throw std::invalid_argument("balancer in_flight_bias must be in (0, 4]");
+  // Bounded so that an instant plus either never overflows a clock.
+  if (o.failure_hold_max > std::chrono::hours(24))
+    throw std::invalid_argument("balancer failure_hold_max must be at most 24 hours");
+  if (o.slow_start_window > std::chrono::hours(24))
+    throw std::invalid_argument("balancer slow_start_window must be at most 24 hours");
+  if (!(o.in_flight_bias >= 0.1 && o.in_flight_bias <= 4))
+    throw std::invalid_argument("balancer in_flight_bias must be in [0.1, 4]");
   if (!(o.tie_ratio >= 1) || !std::isfinite(o.tie_ratio)) throw std::invalid_argument("balancer tie_ratio must be at least 1");
   if (o.failure_hold_max < o.failure_hold)
     throw std::invalid_argument("balancer failure_hold_max must not be shorter than failure_hold");
@@ -144,22 +149,26 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 /// The balancer of one name's addresses, on the clock of `TimePoint`.
 ///
 /// **Cost** of an address at `now`: its latency estimate (below) times
-/// (its requests in flight plus one)^in_flight_bias. An address with no sample yet costs nothing
-/// while nothing is in flight to it (so it is tried), else default_rtt
-/// times in flight plus one. Samples are answers' latencies and failures
-/// (failed(): at least failure_penalty), so an address that refuses
-/// connections or never answers is costly, not free, for its hold
-/// (failure_hold, doubling with each failure in a row): then it is an
-/// address with no sample again, starting slow.
+/// (its requests in flight plus one)^in_flight_bias. An address with no
+/// sample yet costs nothing while nothing is in flight to it (so it is
+/// tried), else its estimate is default_rtt. Samples are answers'
+/// latencies and failures (failed(): at least failure_penalty), so an
+/// address that refuses connections or never answers is costly, not free,
+/// until its hold ends (failure_hold, doubling with each failure in a row;
+/// the penalty decays meanwhile like any estimate): then it is an address
+/// with no sample again, starting slow. An answer during the hold ends the
+/// count of failures in a row, not the hold.
 ///
 /// **Latency estimate** (peak EWMA, as Finagle's and tower's): between
 /// samples it decays toward zero, e(t) = e x w with w = exp(-elapsed /
 /// decay), elapsed since the latest sample (what those libraries do on each
 /// read, here without depending on how often anyone reads): an address
 /// left alone after a slow spell becomes cheap again and is tried. A sample
-/// at `t` above e(t) replaces it; one at or below it moves the estimate
-/// toward the sample, e x w + sample x (1 - w), so that a steady stream of
-/// equal samples holds it at their value. The first sample is taken as it is.
+/// at `t` above e(t) replaces it; one at or below it moves e(t) toward the
+/// sample: e(t) x w + sample x (1 - w), between the two, so a faster answer
+/// never raises the estimate. (Blending the stored e, undecayed, would:
+/// 10 ms stored 5 s ago reads 6.07 ms, and a 6 ms answer would make it
+/// 8.43 ms.) The first sample is taken as it is.
 ///
 /// **Pick**: from the candidates, less the avoided ones while another
 /// candidate is left, two distinct slots are drawn uniformly and the
@@ -244,7 +253,7 @@ public:
   /// without an answer (a connect refused, unreachable or timed out; an
   /// attempt out of time or reset): a sample of at least failure_penalty,
   /// which the peak rule takes at once, outside any request's count. It
-  /// stands for the hold: failure_hold after the first failure in a row,
+  /// counts (decaying) for the hold: failure_hold after the first failure in a row,
   /// twice as long after each next one (a failure while held, of a request
   /// sent before, counts as the same one), at most failure_hold_max. When
   /// the hold ends the address is as if it had no sample, its slow start
@@ -274,7 +283,8 @@ public:
       s.held = false;
     } else {
       const double w = recency(s, now);
-      s.estimate_ns = x > s.estimate_ns * w ? x : s.estimate_ns * w + x * (1.0 - w);
+      const double current = s.estimate_ns * w;
+      s.estimate_ns = x > current ? x : current * w + x * (1.0 - w);
     }
     s.sampled = true;
     s.stamp = std::max(s.stamp, now);
@@ -415,7 +425,9 @@ private:
     return static_cast<std::size_t>(std::countr_zero(set));
   }
 
-  /// cost(b, now) < cost(a, now), with one exponential instead of two when
+  /// Whether `b` is to be preferred to `a` at `now`: cost(b, now) <
+  /// cost(a, now), but with as many requests in flight only when b's
+  /// latency is below a's by more than tie_ratio. One exponential instead of two when
   /// both have samples: their decays differ by exp((elapsed_a - elapsed_b) / decay).
   bool cheaper(std::size_t b, std::size_t a, TimePoint now) const noexcept {
     const slot& x = slots_[b];

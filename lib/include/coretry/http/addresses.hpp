@@ -62,7 +62,7 @@ struct address_load {
   unsigned outstanding = 0;   ///< requests in flight to it now
   /// What the balancer compares: its latency estimate in nanoseconds (peak
   /// EWMA) times the square root of its requests in flight plus one; 0
-  /// before its first answer.
+  /// while idle before its first answer (and after a failure's hold).
   double cost = 0;
   bool ejected = false; ///< ejected now
 };

@@ -20,9 +20,8 @@
 #  return   four equal at RATE/s; 127.0.0.2 stops after 4 s (its connections
 #           closed, new ones refused) and starts again after 8 s: how long
 #           until it is called again, and its share of the calls in the
-#           windows after that first call (from the bookstore's
-#           coretry_address_requests_total, read every 100 ms; its fair
-#           share is 25%)
+#           windows after that first call (from each server's /_capacity
+#           counters, read every 100 ms; its fair share is 25%)
 #
 #   tests/bench/balance.sh [BUILD_DIR] [SECONDS]
 #
@@ -180,24 +179,24 @@ returning() {
   local mode=$1 limit=$2 total=$((seconds + 20))
   for i in 0 1 2 3; do server "$i" 16 5; done
   bookstore_start "$mode" "$limit"
-  python3 - "$store/metrics" "$work/series.txt" "$total" <<'EOF' &
-import sys, time, urllib.request
-url, path, total = sys.argv[1], sys.argv[2], float(sys.argv[3])
+  # Every 100 ms, the calls each server was sent (its /_capacity counters:
+  # admitted or refused at its queue); -1 while it does not answer. The odd
+  # address's counters start again from 0 when it starts again.
+  python3 - "$port" "$work/series.txt" "$total" "${addresses[@]}" <<'EOF' &
+import json, sys, time, urllib.request
+port, path, total, addresses = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
 end = time.time() + total + 2
 with open(path, "w") as out:
     while time.time() < end:
         t = time.time()
-        try:
-            text = urllib.request.urlopen(url, timeout=2).read().decode()
-        except OSError:
-            time.sleep(0.1); continue
-        counts = {}
-        for line in text.splitlines():
-            if line.startswith("coretry_address_requests_total{"):
-                labels, value = line.rsplit(" ", 1)
-                address = labels.split('address="', 1)[1].split('"', 1)[0]
-                counts[address] = float(value)
-        out.write(f"{t:.3f} " + " ".join(f"{a}={c:.0f}" for a, c in sorted(counts.items())) + "\n")
+        counts = []
+        for a in addresses:
+            try:
+                c = json.load(urllib.request.urlopen(f"http://{a}:{port}/_capacity", timeout=1))
+                counts.append(c["admitted"] + c["rejected"])
+            except (OSError, ValueError):
+                counts.append(-1)
+        out.write(f"{t:.3f} " + " ".join(map(str, counts)) + "\n")
         out.flush()
         time.sleep(max(0.0, 0.1 - (time.time() - t)))
 EOF
@@ -205,30 +204,35 @@ EOF
   pids+=("$poller")
   run_load "$rate" "$total" "$work/load.json" &
   local loader=$!
+  pids+=("$loader")
   sleep 4
-  kill "${server_pid[0]}"
-  wait "${server_pid[0]}" 2>/dev/null || true
+  local odd=${server_pid[0]}
+  kill "$odd" 2>/dev/null || true
+  wait "$odd" 2>/dev/null || true
+  local kept=()
+  for pid in "${pids[@]}"; do [[ $pid == "$odd" ]] || kept+=("$pid"); done
+  pids=("${kept[@]}")
   sleep 4
+  server 0 16 5
   local back
   back=$(python3 -c 'import time; print(f"{time.time():.3f}")')
-  server 0 16 5
   wait "$loader"
   wait "$poller" 2>/dev/null || true
   read -r p99 served < <(load_summary "$work/load.json")
   stop_all
-  python3 - "$work/series.txt" "$back" "${addresses[0]}:$port" "$mode" "$limit" "$p99" "$served" <<'EOF'
+  python3 - "$work/series.txt" "$back" "$mode" "$limit" "$p99" "$served" <<'EOF'
 import sys
-path, back, odd, mode, limit, p99, served = sys.argv[1], float(sys.argv[2]), sys.argv[3], *sys.argv[4:]
+path, back, mode, limit, p99, served = sys.argv[1], float(sys.argv[2]), *sys.argv[3:]
+# From the odd address's start again: (time, its calls, everyone's calls).
 series = []
 for line in open(path):
     parts = line.split()
-    counts = dict(p.split("=") for p in parts[1:])
-    series.append((float(parts[0]), float(counts.get(odd, 0)), sum(float(c) for c in counts.values())))
-at_back = [s for s in series if s[0] <= back]
-base = at_back[-1] if at_back else series[0]
-first = next((s for s in series if s[0] > back and s[1] > base[1]), None)
+    t, counts = float(parts[0]), [int(c) for c in parts[1:]]
+    if t >= back and min(counts) >= 0:
+        series.append((t, counts[0], sum(counts)))
+first = next((s for s in series if s[1] > 0), None)
 def share(t0, t1):
-    a = [s for s in series if s[0] <= t0]
+    a = [s for s in series if s[0] <= t0] or series[:1]
     b = [s for s in series if s[0] <= t1]
     if not a or not b or b[-1][2] == a[-1][2]:
         return "-"
@@ -236,7 +240,7 @@ def share(t0, t1):
 if first is None:
     print(f"| {mode} | {limit} | never | - | - | - | - | {p99} ms | {served}% |")
 else:
-    t = first[0] - 0.1  # the call came within the poll before
+    t = max(back, first[0] - 0.1)  # the first call came within the poll before
     print(f"| {mode} | {limit} | {t - back:.1f} s | {share(t, t + 0.5)} | {share(t + 0.5, t + 1)} | "
           f"{share(t + 1, t + 2)} | {share(t + 2, t + 5)} | {p99} ms | {served}% |")
 EOF

@@ -82,17 +82,11 @@ using coretry::http::balance_mode;
 ///   workers until its queue is long. Through the bookstore
 ///   (tests/bench/balance.sh), pricing at four addresses, one with a
 ///   quarter of the others' workers, at 60% of their capacity: with 1 it
-///   got 11.7% of the calls and p99 was 45.6 ms (1.7 times the 26.9 ms of
-///   four equal ones); with 0.5, 8.8% (its capacity is 7.7% of the whole)
-///   and 38.4 ms (1.4 times). An 80 ms address beside 5 ms ones got 0.0%
-///   either way.
-/// - `tie_ratio` 1.25: two addresses with as many requests in flight whose
-///   estimates are within 25% of each other are equal, and the first drawn
-///   serves. At low load most picks are between two idle addresses, and
-///   the estimates of equal ones differ by their noise (a peak holds for
-///   seconds): without the band the one whose estimate happened to be
-///   lowest won every such pick, and four equal addresses got from 21.4% to
-///   29.0% of the calls in 15 s; with it, 22.7% to 27.1%.
+///   got 11.8% of the calls and p99 was 46.6 ms in two runs (1.7 times the
+///   26.9 and 27.4 ms of four equal ones); with 0.5, 9.3% and 9.6% (its
+///   capacity is 7.7% of the whole) and 37.4 and 40.4 ms (1.34 and 1.47
+///   times 27.9 and 27.4 ms). Four equal 5 ms addresses got 22% to 27%
+///   each either way, and an 80 ms one beside 5 ms ones 0.0%.
 /// - `failure_hold` 1 s, doubling with each failure in a row up to
 ///   `failure_hold_max` 10 s: how long that penalty stands. When the hold
 ///   ends, the address is one with no answer yet, starting slow: tried by
@@ -113,7 +107,6 @@ struct balancer_options {
   std::chrono::nanoseconds failure_hold = std::chrono::seconds(1); ///< not negative; zero: the penalty just decays
   std::chrono::nanoseconds failure_hold_max = std::chrono::seconds(10); ///< at least failure_hold
   double in_flight_bias = 0.5; ///< cost = latency x (in flight + 1)^bias; in [0.1, 4] (latency^(1/bias) stays finite)
-  double tie_ratio = 1.25;     ///< as many in flight: latencies within this ratio are equal; at least 1, finite
 };
 
 /// Throws std::invalid_argument naming the first bad option of `o`.
@@ -134,7 +127,6 @@ inline void check_balancer_options(const balancer_options& o) {
     throw std::invalid_argument("balancer slow_start_window must be at most 24 hours");
   if (!(o.in_flight_bias >= 0.1 && o.in_flight_bias <= 4))
     throw std::invalid_argument("balancer in_flight_bias must be in [0.1, 4]");
-  if (!(o.tie_ratio >= 1) || !std::isfinite(o.tie_ratio)) throw std::invalid_argument("balancer tie_ratio must be at least 1");
   if (o.failure_hold_max < o.failure_hold)
     throw std::invalid_argument("balancer failure_hold_max must not be shorter than failure_hold");
 }
@@ -172,8 +164,7 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 ///
 /// **Pick**: from the candidates, less the avoided ones while another
 /// candidate is left, two distinct slots are drawn uniformly and the
-/// cheaper of the two wins (the first drawn on a tie, and when both have
-/// as many requests in flight and latencies within tie_ratio). A winner in its slow
+/// cheaper of the two wins (the first drawn on a tie). A winner in its slow
 /// start, lighter than the other of the two, serves with probability the
 /// ratio of their weights (a third draw), else the other does: its share is
 /// about its weight times what its cost would win it, whatever the number
@@ -425,9 +416,7 @@ private:
     return static_cast<std::size_t>(std::countr_zero(set));
   }
 
-  /// Whether `b` is to be preferred to `a` at `now`: cost(b, now) <
-  /// cost(a, now), but with as many requests in flight only when b's
-  /// latency is below a's by more than tie_ratio. One exponential instead of two when
+  /// cost(b, now) < cost(a, now), with one exponential instead of two when
   /// both have samples: their decays differ by exp((elapsed_a - elapsed_b) / decay).
   bool cheaper(std::size_t b, std::size_t a, TimePoint now) const noexcept {
     const slot& x = slots_[b];
@@ -444,7 +433,6 @@ private:
       lx = x.estimate_ns * std::exp((elapsed(y) - elapsed(x)) / static_cast<double>(options_.decay.count()));
       ly = y.estimate_ns;
     }
-    if (x.outstanding == y.outstanding) return lx * options_.tie_ratio < ly;
     return weighed(lx, x.outstanding) < weighed(ly, y.outstanding);
   }
 

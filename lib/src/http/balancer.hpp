@@ -85,8 +85,8 @@ using coretry::http::balance_mode;
 ///   got 11.8% of the calls and p99 was 46.6 ms in two runs (1.7 times the
 ///   26.9 and 27.4 ms of four equal ones); with 0.5, 9.3% and 9.6% (its
 ///   capacity is 7.7% of the whole) and 37.4 and 40.4 ms (1.34 and 1.47
-///   times 27.9 and 27.4 ms). Four equal 5 ms addresses got 22% to 27%
-///   each either way, and an 80 ms one beside 5 ms ones 0.0%. A tie band
+///   times 27.9 and 27.4 ms; the README's runs, 10.0%, 1.41 and 1.42
+///   times). Four equal 5 ms addresses got 20% to 29% each either way, and an 80 ms one beside 5 ms ones 0.0%. A tie band
 ///   was tried too (as many in flight and estimates within 25%: the first
 ///   drawn serves), against the noise of equal addresses' estimates at
 ///   low load: over six 15 s runs each, the shares of four equal addresses

@@ -50,14 +50,8 @@ done
 command -v python3 >/dev/null || { echo "python3 is missing" >&2; exit 2; }
 ulimit -n 65536 2>/dev/null || true
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/servers.sh" # scratch, start
+scratch balance
 addresses=(127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5)
 
 # A port free on all four addresses.
@@ -77,26 +71,9 @@ EOF
 )
 [[ -n $port ]] || { echo "no port free on ${addresses[*]}" >&2; exit 1; }
 
-# Starts a program that prints "listening on URL" first; sets the variable
-# named VAR to the URL and PID_OF_LAST to its process.
-start() {
-  local var=$1 out=$2
-  shift 2
-  "$@" >"$out" 2>"$out.err" &
-  pids+=($!)
-  pid_of_last=$!
-  for _ in $(seq 200); do
-    if grep -q '^listening on ' "$out" 2>/dev/null; then
-      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$out" | head -1)"
-      return
-    fi
-    sleep 0.05
-  done
-  echo "$* did not start: $(cat "$out.err")" >&2
-  exit 1
-}
-
-stop_all() {
+# Stops every program of the run (servers.sh's stop_all, kept for the
+# exit, also removes $work).
+stop_run() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   pids=()
@@ -105,10 +82,9 @@ stop_all() {
 declare -A server_pid
 # server INDEX WORKERS SERVICE_MS: pricing at addresses[INDEX].
 server() {
-  local unused
-  start unused "$work/p$1.out" "$coretry" faults --listen "${addresses[$1]}:$port" --workers "$2" --service-ms "$3" \
+  start "$work/p$1.out" "$coretry" faults --listen "${addresses[$1]}:$port" --workers "$2" --service-ms "$3" \
     --max-clients 20000 --log-limit 0
-  server_pid[$1]=$pid_of_last
+  server_pid[$1]=$pid
 }
 
 # Requests each server was sent (admitted or refused at its queue), as
@@ -132,8 +108,9 @@ EOF
 bookstore_start() {
   local flags=(--pricing-balance "$1")
   [[ $2 == off ]] && flags+=(--concurrency-limit off)
-  start store "$work/store.out" "$bookstore" --listen 127.0.0.1:0 --pricing "http://pricing:$port/capacity/{id}" \
+  start "$work/store.out" "$bookstore" --listen 127.0.0.1:0 --pricing "http://pricing:$port/capacity/{id}" \
     --pricing-resolve "pricing:$port:$(IFS=,; echo "${addresses[*]}")" --max-clients 20000 "${flags[@]}"
+  store=$url
 }
 
 # run_load RATE SECONDS FILE
@@ -163,7 +140,7 @@ steady() {
   run_load "$r" "$seconds" "$work/load.json"
   read -r p99 served < <(load_summary "$work/load.json")
   read -r -a got < <(calls)
-  stop_all
+  stop_run
   python3 - "$name" "$mode" "$limit" "$r" "$p99" "$served" "${got[@]}" <<'EOF'
 import sys
 name, mode, limit, r, p99, served = sys.argv[1:7]
@@ -219,7 +196,7 @@ EOF
   wait "$loader"
   wait "$poller" 2>/dev/null || true
   read -r p99 served < <(load_summary "$work/load.json")
-  stop_all
+  stop_run
   python3 - "$work/series.txt" "$back" "$mode" "$limit" "$p99" "$served" <<'EOF'
 import sys
 path, back, mode, limit, p99, served = sys.argv[1], float(sys.argv[2]), *sys.argv[3:]

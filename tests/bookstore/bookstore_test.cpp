@@ -511,21 +511,10 @@ TEST_CASE("--pricing-balance first_to_connect: every call goes to the first addr
   // Two pricing servers on one port, 127.0.0.3 and 127.0.0.1: both connect
   // at once, so the race's first, 127.0.0.3 (listed first), takes every
   // call; the balancer (least_cost) tries each.
-  std::optional<server_thread> first, second;
-  for (int tries = 0; tries < 20 && !second; ++tries) {
-    coretry::faults::fault_server_options a;
-    a.listen = "127.0.0.3:0";
-    first.emplace(a);
-    coretry::faults::fault_server_options b;
-    b.listen = "127.0.0.1:" + std::to_string((*first)->port());
-    try {
-      second.emplace(b);
-    } catch (const boost::system::system_error&) {
-      first.reset();
-    }
-  }
-  REQUIRE(second);
-  const std::string port = std::to_string((*first)->port());
+  coretry::test::server_fleet fleet({"127.0.0.3", "127.0.0.1"});
+  auto* first = &fleet[0];
+  auto* second = &fleet[1];
+  const std::string port = std::to_string(fleet.port());
   for (const auto mode : {coretry::http::balance_mode::first_to_connect, coretry::http::balance_mode::least_cost}) {
     CAPTURE(coretry::http::to_string(mode));
     const std::size_t before_first = (*first)->log().size(), before_second = (*second)->log().size();

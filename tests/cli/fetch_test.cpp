@@ -358,21 +358,9 @@ TEST_CASE("cli: the progress line: never on a pipe, shown on a terminal for a sl
 
 TEST_CASE("cli: --resolve: a name's fleet, where a 503 is never tried twice by one fetch") {
   // pricing:PORT is 127.0.0.2 (answering 503) and 127.0.0.3 (answering 200).
-  std::optional<server_thread> failing, healthy;
-  for (int tries = 0; tries < 20 && !healthy; ++tries) {
-    coretry::faults::fault_server_options first;
-    first.listen = "127.0.0.2:0";
-    failing.emplace(first);
-    coretry::faults::fault_server_options second;
-    second.listen = "127.0.0.3:" + std::to_string((*failing)->port());
-    try {
-      healthy.emplace(second);
-    } catch (const boost::system::system_error&) {
-      failing.reset(); // that port is taken on 127.0.0.3: another
-    }
-  }
-  REQUIRE(healthy);
-  const std::string port = std::to_string((*failing)->port());
+  coretry::test::server_fleet fleet({"127.0.0.2", "127.0.0.3"});
+  server_thread* failing = &fleet[0];
+  const std::string port = std::to_string(fleet.port());
   const std::string entry = "pricing:" + port + ":127.0.0.2,127.0.0.3";
   int met_the_503 = 0;
   for (int i = 0; i < 12; ++i) {
@@ -403,21 +391,8 @@ TEST_CASE("cli: --resolve: a name's fleet, where a 503 is never tried twice by o
 }
 
 TEST_CASE("cli: --balance first_to_connect: a new connection goes to the first address that connects") {
-  std::optional<server_thread> first, second;
-  for (int tries = 0; tries < 20 && !second; ++tries) {
-    coretry::faults::fault_server_options a;
-    a.listen = "127.0.0.2:0";
-    first.emplace(a);
-    coretry::faults::fault_server_options b;
-    b.listen = "127.0.0.3:" + std::to_string((*first)->port());
-    try {
-      second.emplace(b);
-    } catch (const boost::system::system_error&) {
-      first.reset();
-    }
-  }
-  REQUIRE(second);
-  const std::string port = std::to_string((*first)->port());
+  coretry::test::server_fleet fleet({"127.0.0.2", "127.0.0.3"});
+  const std::string port = std::to_string(fleet.port());
   // Listed second first: both connect at once, and the first listed serves
   // every fetch. The balancer (the default) would send about half to each.
   const std::string entry = "pricing:" + port + ":127.0.0.3,127.0.0.2";
@@ -429,8 +404,8 @@ TEST_CASE("cli: --balance first_to_connect: a new connection goes to the first a
     CHECK(r.err.find("127.0.0.3:" + port) != std::string::npos);
     CHECK(r.err.find("127.0.0.2:" + port) == std::string::npos);
   }
-  CHECK((*first)->log().empty());
-  CHECK((*second)->log().size() == 8);
+  CHECK(fleet[0]->log().empty());
+  CHECK(fleet[1]->log().size() == 8);
 }
 
 TEST_CASE("cli: -v and --json: each attempt's phases, and curl's cumulative times") {

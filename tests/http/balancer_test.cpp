@@ -267,33 +267,24 @@ TEST_CASE("balancer: requests in flight weigh by their square root") {
   b.started(0);
   b.started(1);
   for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
-  b.assign(2, start - 10s);
-  b.observe(0, 5ms, start);
-  b.observe(1, 12ms, start);
-  b.started(0);
-  b.started(0);
-  CHECK(b.cost(0, start) == doctest::Approx(std::sqrt(3.0) * ns(5ms)).epsilon(1e-12));
-  for (int i = 0; i < 100; ++i) CHECK(b.pick(0b11, 0, start, draws) == std::optional<std::size_t>(0));
-  balancer_options plain;
-  plain.in_flight_bias = 1;
-  balancer_type product(plain);
-  product.assign(2, start - 10s);
-  product.observe(0, 5ms, start);
-  product.observe(1, 12ms, start);
-  product.started(0);
-  product.started(0);
-  CHECK(product.cost(0, start) == doctest::Approx(3 * ns(5ms)).epsilon(1e-12));
-  for (int i = 0; i < 100; ++i) CHECK(product.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
-  // Another bias: latency x (in flight + 1)^2; 5 ms x 9 = 45 against 12.
-  plain.in_flight_bias = 2;
-  balancer_type squared(plain);
-  squared.assign(2, start - 10s);
-  squared.observe(0, 5ms, start);
-  squared.observe(1, 12ms, start);
-  squared.started(0);
-  squared.started(0);
-  CHECK(squared.cost(0, start) == doctest::Approx(9 * ns(5ms)).epsilon(1e-12));
-  for (int i = 0; i < 100; ++i) CHECK(squared.pick(0b11, 0, start, draws) == std::optional<std::size_t>(1));
+  // 2 in flight at 5 ms against none at 12 ms, for a bias: the cost of the
+  // busy one, and the pick.
+  const auto busy_against_idle = [&](double bias, double expected_cost, std::size_t expected_pick) {
+    CAPTURE(bias);
+    balancer_options o;
+    o.in_flight_bias = bias;
+    balancer_type two(o);
+    two.assign(2, start - 10s);
+    two.observe(0, 5ms, start);
+    two.observe(1, 12ms, start);
+    two.started(0);
+    two.started(0);
+    CHECK(two.cost(0, start) == doctest::Approx(expected_cost).epsilon(1e-12));
+    for (int i = 0; i < 100; ++i) CHECK(two.pick(0b11, 0, start, draws) == std::optional<std::size_t>(expected_pick));
+  };
+  busy_against_idle(0.5, std::sqrt(3.0) * ns(5ms), 0); // the default: 8.7 against 12
+  busy_against_idle(1, 3 * ns(5ms), 1);                // the plain product: 15 against 12
+  busy_against_idle(2, 9 * ns(5ms), 1);                // (in flight + 1)^2: 45 against 12
 }
 
 TEST_CASE("balancer: a slow address gets almost nothing in a steady state") {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -41,6 +42,21 @@ private:
   std::optional<coretry::faults::fault_server> server_;
   std::vector<std::thread> threads_;
   std::vector<std::future<void>> finished_;
+};
+
+/// Fault servers on several loopback addresses (127.0.0.2 and up need no
+/// setup on Linux) sharing one free port: a name's fleet, for
+/// `--resolve NAME:PORT:A,B,...`. A port taken on one of the addresses is
+/// given up for another (20 tries, then the test fails).
+class server_fleet {
+public:
+  explicit server_fleet(const std::vector<std::string>& addresses);
+  server_thread& operator[](std::size_t i) { return *servers_[i]; }
+  unsigned short port() const { return port_; }
+
+private:
+  std::vector<std::unique_ptr<server_thread>> servers_;
+  unsigned short port_ = 0;
 };
 
 } // namespace coretry::test

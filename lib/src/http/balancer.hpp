@@ -3,8 +3,9 @@
 
 // Which of a name's addresses the next request goes to: power of two choices
 // over a cost per address (a peak-sensitive moving average of its latency
-// times the square root of its requests in flight plus one), with a slow start for an address
-// that is new or back from an ejection. The rule alone: no I/O, no clock
+// times the square root of its requests in flight plus one), with a slow
+// start for an address that is new, back from an ejection or past a
+// failure's hold. The rule alone: no I/O, no clock
 // reads (every instant is an argument), no randomness of its own (the
 // caller hands a source in), no lock (the caller's lock guards it), no
 // allocation (a fixed array of max_balanced_addresses slots). Internal to
@@ -86,12 +87,14 @@ using coretry::http::balance_mode;
 ///   26.9 and 27.4 ms of four equal ones); with 0.5, 9.3% and 9.6% (its
 ///   capacity is 7.7% of the whole) and 37.4 and 40.4 ms (1.34 and 1.47
 ///   times 27.9 and 27.4 ms; the README's runs, 10.0%, 1.41 and 1.42
-///   times). Four equal 5 ms addresses got 20% to 29% each either way, and an 80 ms one beside 5 ms ones 0.0%. A tie band
-///   was tried too (as many in flight and estimates within 25%: the first
-///   drawn serves), against the noise of equal addresses' estimates at
-///   low load: over six 15 s runs each, the shares of four equal addresses
-///   strayed from 25% by 1.4 points on average without it and 1.2 with
-///   it, with the worst run on its side (19.5%); not kept.
+///   times). Four equal 5 ms addresses got 20% to 29% each either way,
+///   and an 80 ms one beside 5 ms ones 0.0%. A tie band was tried too (as
+///   many in flight and estimates within 25%: the first drawn serves),
+///   against the noise of equal addresses' estimates at low load: over six
+///   15 s runs each, the shares of four equal addresses strayed from 25%
+///   by 1.4 points on average without it and 1.2 with it, with the worst
+///   run on its side (19.5%); not kept. Nor a ceiling on a peak (at most
+///   twice the estimate): no tighter shares.
 /// - `failure_hold` 1 s, doubling with each failure in a row up to
 ///   `failure_hold_max` 10 s: how long that penalty stands. When the hold
 ///   ends, the address is one with no answer yet, starting slow: tried by
@@ -249,11 +252,12 @@ public:
   /// without an answer (a connect refused, unreachable or timed out; an
   /// attempt out of time or reset): a sample of at least failure_penalty,
   /// which the peak rule takes at once, outside any request's count. It
-  /// counts (decaying) for the hold: failure_hold after the first failure in a row,
-  /// twice as long after each next one (a failure while held, of a request
-  /// sent before, counts as the same one), at most failure_hold_max. When
-  /// the hold ends the address is as if it had no sample, its slow start
-  /// beginning then.
+  /// counts (decaying) for the hold: failure_hold after the first failure
+  /// in a row, twice as long after each next one (a failure while held, of
+  /// a request sent before, counts as the same one and ends the hold at
+  /// most that long after it), at most failure_hold_max. When the hold
+  /// ends the address is as if it had no sample, its slow start beginning
+  /// then.
   void failed(std::size_t i, clock_duration took, TimePoint now) noexcept {
     if (i >= size_) return;
     const auto floor = std::chrono::duration_cast<clock_duration>(options_.failure_penalty);
@@ -359,7 +363,7 @@ private:
     unsigned outstanding = 0;     ///< requests in flight
     std::uint16_t failures = 0;   ///< failures in a row (failed), up to max_failures
     bool sampled = false;         ///< an answer has been seen since it (re)started
-    bool held = false;            ///< failed: `estimate_ns` stands until `since`
+    bool held = false;            ///< failed: `estimate_ns` counts until `since`
   };
 
   /// Failures in a row counted: enough to reach any hold's cap.

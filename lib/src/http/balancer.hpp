@@ -312,7 +312,9 @@ public:
   unsigned outstanding(std::size_t i) const noexcept { return i < size_ ? slots_[i].outstanding : 0; }
 
   /// Whether `i` is held after a failure at `now` (see failed).
-  bool held(std::size_t i, TimePoint now) const noexcept { return i < size_ && slots_[i].held && now < slots_[i].since; }
+  bool held(std::size_t i, TimePoint now) const noexcept {
+    return i < size_ && slots_[i].held && now < slots_[i].since;
+  }
 
   /// The slow-start weight of `i` at `now`, in (0, 1]: below 1 during its
   /// slow start (the least weight while it is held).

@@ -264,7 +264,7 @@ public:
     observe(i, std::max(took, floor), now);
     if (options_.failure_hold.count() <= 0) return;
     slot& s = slots_[i];
-    const bool held_now = s.held && now < s.since;
+    const bool held_now = holding(s, now);
     if (!held_now && s.failures < max_failures) ++s.failures;
     const TimePoint until = now + hold(s.failures);
     s.since = held_now ? std::max(s.since, until) : until;
@@ -313,7 +313,7 @@ public:
 
   /// Whether `i` is held after a failure at `now` (see failed).
   bool held(std::size_t i, TimePoint now) const noexcept {
-    return i < size_ && slots_[i].held && now < slots_[i].since;
+    return i < size_ && holding(slots_[i], now);
   }
 
   /// The slow-start weight of `i` at `now`, in (0, 1]: below 1 during its
@@ -373,7 +373,10 @@ private:
 
   /// Whether `s` has a sample that counts at `now`: one since it (re)started,
   /// and not one whose hold has ended.
-  static bool known(const slot& s, TimePoint now) noexcept { return s.sampled && !(s.held && now >= s.since); }
+  static bool known(const slot& s, TimePoint now) noexcept { return s.sampled && !(s.held && !holding(s, now)); }
+
+  /// Whether `s` is within a failure's hold at `now`.
+  static bool holding(const slot& s, TimePoint now) noexcept { return s.held && now < s.since; }
 
   /// The hold after `failures` in a row: failure_hold doubled failures - 1
   /// times, at most failure_hold_max.

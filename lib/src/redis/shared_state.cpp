@@ -134,9 +134,11 @@ struct shared_state::impl {
     }
   }
 
+  // Counted before the budgets turn local, so that whoever sees up() false
+  // sees the fall back counted; told after (on_problem may take its time).
   void fall_back(std::string_view problem) {
-    make_local();
     if (sharing) fallbacks.fetch_add(1, std::memory_order_relaxed);
+    make_local();
     sharing = false;
     tell(problem);
   }

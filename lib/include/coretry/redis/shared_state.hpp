@@ -112,7 +112,8 @@ public:
 
   /// Whether the last exchange succeeded (the budgets and gates are shared).
   bool up() const noexcept;
-  /// How many times sharing was given up for local state (each fall back).
+  /// How many times sharing was given up for local state (each fall back),
+  /// counted by the time up() reads false for it.
   std::uint64_t fallbacks() const noexcept;
   /// Exchanges that succeeded, for metrics.
   std::uint64_t exchanges() const noexcept;

@@ -129,9 +129,12 @@ TEST_CASE("address balance: requests in flight and slow answers make an address 
   CHECK(book.cost(fleet_name, slow, start) == doctest::Approx(80e6));
 
   // The others answer in 5 ms: the slow one is left out while its estimate
-  // stays above theirs.
-  auto counts = run(book, 3000, start, 1ms);
+  // stays above theirs, for the balancer's resample_after (1,000) requests
+  // to the others; then one request tries it.
+  auto counts = run(book, 1000, start, 1ms);
   CHECK(counts["127.0.0.4"] == 0);
+  counts = run(book, 20, start + 1s, 1ms);
+  CHECK(counts["127.0.0.4"] >= 1);
 }
 
 TEST_CASE("address balance: an address back from its ejection is picked until a new connection tries it, then starts slow") {
@@ -148,7 +151,7 @@ TEST_CASE("address balance: an address back from its ejection is picked until a 
   CHECK(returned == at("127.0.0.3"));
   CHECK(book.pick(fleet_name, {}, back) == at("127.0.0.3"));
   CHECK(book.order(fleet_name, {}, back, returned).front() == at("127.0.0.3"));
-  // Then its weight ramps from 10% over 3 s: well under its fair share (a
+  // Then its weight ramps from 10% over 2 s: well under its fair share (a
   // quarter) over the first 500 ms, most of it after 2 s.
   auto counts = run(book, 500, back, 1ms);
   CHECK(counts["127.0.0.3"] < 125 / 2);

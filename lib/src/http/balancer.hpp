@@ -34,7 +34,7 @@ namespace coretry::http::detail {
 /// of a name (max_addresses_per_name), and a set of slots is one 64-bit
 /// mask. A list longer than this is cut: its addresses past the 64th are
 /// never picked (and a record for them is neither kept nor asked for).
-/// A balancer is a fixed array of them: 2,112 bytes on a 64-bit machine.
+/// A balancer is a fixed array of them: 2,672 bytes on a 64-bit machine.
 inline constexpr std::size_t max_balanced_addresses = 64;
 
 /// A set of slots: bit i stands for slot i.
@@ -50,22 +50,31 @@ using coretry::http::balance_mode;
 ///   peak is forgotten by a factor e every 10 s without answers, so an
 ///   address that was slow once is tried again within about half a minute
 ///   (80 ms falls to 5 ms in 28 s) while a burst of slow answers still
-///   steers traffic away for seconds.
+///   steers traffic away for seconds. Shorter was measured through the
+///   bookstore (tests/bench/balance.sh, 15 s runs): with 1 s, four equal
+///   5 ms addresses kept within 24.1% to 26.0% each over four runs (18.4%
+///   to 32.4% over eleven with 10 s: a scheduler's delay is a peak that
+///   weighs for seconds), but an address of a quarter of the others'
+///   capacity got 10.9% of the calls and p99 1.57 to 1.58 times four equal
+///   ones' (the target is 1.5; 10 s: 1.36 to 1.43); 2 s was between (21.4%
+///   to 29.1%; 1.49 to 1.51 times). A peak that lasts is what keeps a
+///   queueing address's share down.
 /// - `default_rtt` 30 ms: Linkerd's figure, the latency assumed for an
 ///   address with no answer yet while requests are in flight to it; with
 ///   none in flight such an address costs nothing, so it is tried once.
-/// - `slow_start_window` 3 s, linear (`slow_start_aggression` 1), at least
+/// - `slow_start_window` 2 s, linear (`slow_start_aggression` 1), at least
 ///   `slow_start_min_weight` 10% (Envoy's min_weight_percent): a returning
-///   address weighs max(0.1, t / 3 s) against 1 for the others (see pick).
+///   address weighs max(0.1, t / 2 s) against 1 for the others (see pick).
 ///   The target: at most its fair share over its first 500 ms, at least
-///   half of it by 2 s. Its weight is then at most 1/6 and 2/3; fewer
-///   requests in flight win it some of that back, and in the tests'
-///   simulation (2 or 4 equal addresses, 1,000 requests/s) it gets 20% to
-///   30% of its fair share over the first 500 ms and about 90% from 1.75 s
-///   to 2 s: room on both sides. Envoy has no default window; 3 s covers a
-///   warm-up (caches, JIT, connection set-up) without leaving a healthy
-///   address idle for long. A 2 s window meets the target too (about 30%
-///   at 500 ms, the whole share at 2 s), with less room.
+///   half of it by 2 s. Its weight is then at most 1/4, and 1/2 at 1 s;
+///   fewer requests in flight win it some of that back. Through the
+///   bookstore (tests/bench/balance.sh, `return`, three seeds, limit off
+///   and adaptive), an address back after 4 s down got 5.2% to 7.4% of the
+///   calls over its first 500 ms (fair: 25%) and 19.4% to 32.2% from 1 s
+///   to 2 s. A 3 s window, the choice before, left too little room on the
+///   second side: 9.8% to 20.9% from 1 s to 2 s in eight runs, two of them
+///   under half the fair share (12.5%); the first 500 ms took 2.2% to
+///   7.8%, far from the bound. Envoy has no default window.
 /// - `failure_penalty` 1 s: the least sample a failure gives (see failed):
 ///   far above a healthy answer where a client balances (a few ms in a
 ///   data centre; 33 times default_rtt), so one failure puts the address
@@ -104,17 +113,29 @@ using coretry::http::balance_mode;
 ///   before a request tried it again. An address down for long is tried
 ///   after 1, 2, 4, 8, then every 10 s (and ejection, five failures in a
 ///   row, takes it out for longer); one back up is found within that time.
+/// - `resample_after` 1,000: an address to which no request of the name
+///   has started while this many started to the others is tried again
+///   (it costs nothing while idle, like an address with no sample) and the
+///   answer to that request replaces its estimate. The decay alone forgets
+///   a peak in time, not in requests: where answers take 100 us, one
+///   descheduled answer of 1 ms put its address behind the other for 10 s x
+///   ln(10 / 3) = 12 s of 25,000 requests a second (two equal addresses
+///   behind the bookstore got 58% and 68% of the calls in 20 s runs,
+///   tests/bench/many_addresses.sh). An address that is really slower
+///   gets one request in resample_after + 1 that way: 0.1% (an 80 ms one
+///   beside 5 ms ones, where the target is at most 0.5%). 0: never.
 struct balancer_options {
   balance_mode mode = balance_mode::least_cost;
   std::chrono::nanoseconds decay = std::chrono::seconds(10);       ///< positive
   std::chrono::nanoseconds default_rtt = std::chrono::milliseconds(30); ///< not negative
-  std::chrono::nanoseconds slow_start_window = std::chrono::seconds(3); ///< not negative; zero: no slow start
+  std::chrono::nanoseconds slow_start_window = std::chrono::seconds(2); ///< not negative; zero: no slow start
   double slow_start_aggression = 1.0; ///< weight = (t / window)^(1 / aggression); positive
   double slow_start_min_weight = 0.1; ///< (0, 1]
   std::chrono::nanoseconds failure_penalty = std::chrono::seconds(1); ///< not negative
   std::chrono::nanoseconds failure_hold = std::chrono::seconds(1); ///< not negative; zero: the penalty just decays
   std::chrono::nanoseconds failure_hold_max = std::chrono::seconds(10); ///< at least failure_hold
   double in_flight_bias = 0.5; ///< cost = latency x (in flight + 1)^bias; in [0.1, 4] (latency^(1/bias) stays finite)
+  std::uint32_t resample_after = 1000; ///< requests started to the others; 0: never
 };
 
 /// Throws std::invalid_argument naming the first bad option of `o`.
@@ -151,7 +172,9 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 /// **Cost** of an address at `now`: its latency estimate (below) times
 /// (its requests in flight plus one)^in_flight_bias. An address with no
 /// sample yet costs nothing while nothing is in flight to it (so it is
-/// tried), else its estimate is default_rtt. Samples are answers'
+/// tried), else its estimate is default_rtt; so does one to which no
+/// request started while resample_after started to the others, whose next
+/// answer is then taken as a first sample. Samples are answers'
 /// latencies and failures (failed(): at least failure_penalty), so an
 /// address that refuses connections or never answers is costly, not free,
 /// until its hold ends (failure_hold, doubling with each failure in a row;
@@ -227,9 +250,14 @@ public:
     slow_until_ = std::max(slow_until_, now + window());
   }
 
-  /// A request to `i` started.
+  /// A request to `i` started. If it is the first in resample_after
+  /// started to the name, its answer is taken as a first sample.
   void started(std::size_t i) noexcept {
-    if (i < size_) ++slots_[i].outstanding;
+    if (i >= size_) return;
+    slot& s = slots_[i];
+    if (stale(s)) s.sampled = false;
+    s.last_start = ++starts_;
+    ++s.outstanding;
   }
 
   /// A request to `i` was answered at `now` after `latency`: it ends, the
@@ -302,7 +330,7 @@ public:
   double cost(std::size_t i, TimePoint now) const noexcept {
     if (i >= size_) return 0;
     const slot& s = slots_[i];
-    if (!known(s, now) && s.outstanding == 0) return 0;
+    if (untried(s, now)) return 0;
     const double n = static_cast<double>(s.outstanding) + 1.0;
     const double bias = options_.in_flight_bias;
     return estimate(i, now) * (bias == 0.5 ? std::sqrt(n) : bias == 1.0 ? n : std::pow(n, bias));
@@ -366,6 +394,7 @@ private:
     std::uint16_t failures = 0;   ///< failures in a row (failed), up to max_failures
     bool sampled = false;         ///< an answer has been seen since it (re)started
     bool held = false;            ///< failed: `estimate_ns` counts until `since`
+    std::uint64_t last_start = 0; ///< starts_ after its latest request started (or it (re)started)
   };
 
   /// Failures in a row counted: enough to reach any hold's cap.
@@ -374,6 +403,18 @@ private:
   /// Whether `s` has a sample that counts at `now`: one since it (re)started,
   /// and not one whose hold has ended.
   static bool known(const slot& s, TimePoint now) noexcept { return s.sampled && !(s.held && !holding(s, now)); }
+
+  /// Whether `s` has a sample and no request started to it while
+  /// resample_after started to the others (a hold keeps it).
+  bool stale(const slot& s) const noexcept {
+    return options_.resample_after != 0 && s.sampled && !s.held && starts_ - s.last_start >= options_.resample_after;
+  }
+
+  /// Whether `s` is to be tried at `now`: nothing in flight to it, and no
+  /// sample that counts or a stale one. It costs nothing then.
+  bool untried(const slot& s, TimePoint now) const noexcept {
+    return s.outstanding == 0 && (!known(s, now) || stale(s));
+  }
 
   /// Whether `s` is within a failure's hold at `now`.
   static bool holding(const slot& s, TimePoint now) noexcept { return s.held && now < s.since; }
@@ -387,9 +428,10 @@ private:
     return std::min(h, most);
   }
 
-  static slot fresh(TimePoint now) noexcept {
+  slot fresh(TimePoint now) const noexcept {
     slot s;
     s.since = now;
+    s.last_start = starts_;
     return s;
   }
 
@@ -437,7 +479,7 @@ private:
     const slot& y = slots_[a];
     // Their latencies now, up to a common factor.
     double lx, ly;
-    if (!known(x, now) || !known(y, now) || options_.decay.count() <= 0) {
+    if (!known(x, now) || !known(y, now) || stale(x) || stale(y) || options_.decay.count() <= 0) {
       lx = latency_part(b, now);
       ly = latency_part(a, now);
     } else {
@@ -450,11 +492,10 @@ private:
     return weighed(lx, x.outstanding) < weighed(ly, y.outstanding);
   }
 
-  /// The latency part of the cost of `i`: 0 for an address with no sample
-  /// and nothing in flight (so it is tried), else its estimate.
+  /// The latency part of the cost of `i`: 0 for an address to be tried
+  /// (untried), else its estimate.
   double latency_part(std::size_t i, TimePoint now) const noexcept {
-    const slot& s = slots_[i];
-    return !known(s, now) && s.outstanding == 0 ? 0.0 : estimate(i, now);
+    return untried(slots_[i], now) ? 0.0 : estimate(i, now);
   }
 
   /// A value that orders as the cost latency x (in_flight + 1)^bias does:
@@ -470,6 +511,8 @@ private:
   balancer_options options_;
   std::array<slot, max_balanced_addresses> slots_{};
   std::size_t size_ = 0;
+  /// Requests started to any slot, ever (for stale).
+  std::uint64_t starts_ = 0;
   /// No slot's slow start lasts past this: from then on every weight is full.
   TimePoint slow_until_{};
 };

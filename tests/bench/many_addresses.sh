@@ -8,11 +8,12 @@
 # requests, the share answered 200, the calls each address received, the
 # share of calls 127.0.0.2 received after it was first ejected, whether it
 # was called again once its ejection time (30 s) was up, and the ejections
-# the bookstore counted.
+# the bookstore counted. BALANCE (default least_cost) is the bookstore's
+# --pricing-balance.
 #
 #   tests/bench/many_addresses.sh BUILD_DIR SECONDS [PRICING_PATH]
 set -euo pipefail
-build=$1; secs=$2; path=${3:-/status/200}
+build=$1; secs=$2; path=${3:-/status/200}; balance=${BALANCE:-least_cost}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -49,7 +50,7 @@ python3 "$work/503.py" "$port" "$work/503.log" &
 for _ in $(seq 100); do grep -q listening "$work/p3.out" 2>/dev/null && grep -q listening "$work/p4.out" 2>/dev/null && break; sleep 0.1; done
 sleep 0.3
 "$build/apps/bookstore/coretry-bookstore" --listen 127.0.0.1:0 --pricing "http://pricing:$port$path" \
-  --pricing-resolve "pricing:$port:127.0.0.2,127.0.0.3,127.0.0.4" >"$work/b.out" 2>&1 &
+  --pricing-resolve "pricing:$port:127.0.0.2,127.0.0.3,127.0.0.4" --pricing-balance "$balance" >"$work/b.out" 2>&1 &
 for _ in $(seq 100); do grep -q listening "$work/b.out" 2>/dev/null && break; sleep 0.1; done
 burl=$(grep -o 'http://[0-9.:]*' "$work/b.out" | head -1)
 start=$(python3 -c 'import time; print(time.time())')

@@ -68,10 +68,10 @@ using coretry::http::balance_mode;
 ///   The target: at most its fair share over its first 500 ms, at least
 ///   half of it by 2 s. Its weight is then at most 1/4, and 1/2 at 1 s;
 ///   fewer requests in flight win it some of that back. Through the
-///   bookstore (tests/bench/balance.sh, `return`, three seeds, limit off
-///   and adaptive), an address back after 4 s down got 5.2% to 7.4% of the
-///   calls over its first 500 ms (fair: 25%) and 19.4% to 32.2% from 1 s
-///   to 2 s. A 3 s window, the choice before, left too little room on the
+///   bookstore (tests/bench/balance.sh, `return`, eight runs: four seeds,
+///   limit off and adaptive), an address back after 4 s down got 3.8% to
+///   7.4% of the calls over its first 500 ms (fair: 25%) and 19.4% to
+///   32.2% from 1 s to 2 s. A 3 s window, the choice before, left too little room on the
 ///   second side: 9.8% to 20.9% from 1 s to 2 s in eight runs, two of them
 ///   under half the fair share (12.5%); the first 500 ms took 2.2% to
 ///   7.8%, far from the bound. Envoy has no default window.
@@ -114,16 +114,24 @@ using coretry::http::balance_mode;
 ///   after 1, 2, 4, 8, then every 10 s (and ejection, five failures in a
 ///   row, takes it out for longer); one back up is found within that time.
 /// - `resample_after` 1,000: an address to which no request of the name
-///   has started while this many started to the others is tried again
-///   (it costs nothing while idle, like an address with no sample) and the
-///   answer to that request replaces its estimate. The decay alone forgets
-///   a peak in time, not in requests: where answers take 100 us, one
-///   descheduled answer of 1 ms put its address behind the other for 10 s x
-///   ln(10 / 3) = 12 s of 25,000 requests a second (two equal addresses
-///   behind the bookstore got 58% and 68% of the calls in 20 s runs,
-///   tests/bench/many_addresses.sh). An address that is really slower
-///   gets one request in resample_after + 1 that way: 0.1% (an 80 ms one
-///   beside 5 ms ones, where the target is at most 0.5%). 0: never.
+///   has started while this many started to the others (re-sends within
+///   an attempt count) is tried again: while idle it costs nothing, like an
+///   address with no sample, and the answer to the request it gets (its
+///   probe) replaces its estimate. While the probe is out the address keeps
+///   its estimate, so it is not taken for a cheap one meanwhile (priced at
+///   default_rtt instead, a 2 s address among 200 ms ones drew 19% of the
+///   picks in the tests' simulation); a probe that ends unanswered leaves
+///   the estimate as it was. The decay alone forgets a peak in time, not in
+///   requests: where answers take 100 us, one descheduled answer of 1 ms
+///   put its address behind the other for 10 s x ln(10 / 3) = 12 s of
+///   25,000 requests a second (two equal addresses behind the bookstore got
+///   67.5/32.5% and 57.8/42.2% of the calls in 20 s runs,
+///   tests/bench/many_addresses.sh). An address that is really slower gets
+///   one request in resample_after + 1 that way: 0.1% (an 80 ms one beside
+///   5 ms ones, where the target is at most 0.5%). 0: never. Between a pick
+///   and its start (the caller's lock taken twice, a connection opened
+///   between) more picks may choose the same idle address, as they may one
+///   with no sample.
 struct balancer_options {
   balance_mode mode = balance_mode::least_cost;
   std::chrono::nanoseconds decay = std::chrono::seconds(10);       ///< positive
@@ -173,8 +181,9 @@ concept uniform_draws = requires(R& r, std::uint64_t m) {
 /// (its requests in flight plus one)^in_flight_bias. An address with no
 /// sample yet costs nothing while nothing is in flight to it (so it is
 /// tried), else its estimate is default_rtt; so does one to which no
-/// request started while resample_after started to the others, whose next
-/// answer is then taken as a first sample. Samples are answers'
+/// request started while resample_after started to the others (stale),
+/// whose next request is a probe: its answer replaces the estimate.
+/// Samples are answers'
 /// latencies and failures (failed(): at least failure_penalty), so an
 /// address that refuses connections or never answers is costly, not free,
 /// until its hold ends (failure_hold, doubling with each failure in a row;
@@ -250,12 +259,14 @@ public:
     slow_until_ = std::max(slow_until_, now + window());
   }
 
-  /// A request to `i` started. If it is the first in resample_after
-  /// started to the name, its answer is taken as a first sample.
+  /// A request to `i` started (a re-send within its attempt too). If `i`
+  /// is stale and idle, this request is its probe: until it ends, `i`
+  /// keeps its estimate (so it is not taken for a cheap address meanwhile),
+  /// and the probe's answer replaces that estimate as a first sample would.
   void started(std::size_t i) noexcept {
     if (i >= size_) return;
     slot& s = slots_[i];
-    if (stale(s)) s.sampled = false;
+    if (s.outstanding == 0 && stale(s)) s.probing = true;
     s.last_start = ++starts_;
     ++s.outstanding;
   }
@@ -264,16 +275,21 @@ public:
   /// latency is a sample, and the address's failures in a row are over.
   void finished(std::size_t i, clock_duration latency, TimePoint now) noexcept {
     if (i >= size_) return;
-    ended(i);
     observe(i, latency, now);
+    ended(i);
     slots_[i].failures = 0;
   }
 
   /// A request to `i` ended with nothing learnt of the address's latency
   /// (cancelled, or cut short by a failure that failed() reports): it is
   /// no longer in flight.
+  /// A probe that ends so leaves the estimate as it was (the next comes
+  /// after another resample_after requests to the others).
   void ended(std::size_t i) noexcept {
-    if (i < size_ && slots_[i].outstanding > 0) --slots_[i].outstanding;
+    if (i >= size_) return;
+    slot& s = slots_[i];
+    if (s.outstanding > 0) --s.outstanding;
+    if (s.outstanding == 0) s.probing = false;
   }
 
   /// A connection to `i` or a request on one failed at `now` after `took`
@@ -306,9 +322,10 @@ public:
     if (i >= size_) return;
     slot& s = slots_[i];
     const double x = std::max(0.0, static_cast<double>(std::chrono::nanoseconds(latency).count()));
-    if (!known(s, now)) {
+    if (!known(s, now) || s.probing) {
       s.estimate_ns = x;
       s.held = false;
+      s.probing = false;
     } else {
       const double w = recency(s, now);
       const double current = s.estimate_ns * w;
@@ -391,14 +408,15 @@ private:
     TimePoint stamp{};            ///< the latest sample's instant
     TimePoint since{};            ///< its slow start's beginning (its hold's end when held)
     unsigned outstanding = 0;     ///< requests in flight
-    std::uint16_t failures = 0;   ///< failures in a row (failed), up to max_failures
+    std::uint8_t failures = 0;    ///< failures in a row (failed), up to max_failures
     bool sampled = false;         ///< an answer has been seen since it (re)started
     bool held = false;            ///< failed: `estimate_ns` counts until `since`
+    bool probing = false;         ///< a probe of a stale estimate is in flight (started)
     std::uint64_t last_start = 0; ///< starts_ after its latest request started (or it (re)started)
   };
 
   /// Failures in a row counted: enough to reach any hold's cap.
-  static constexpr std::uint16_t max_failures = 64;
+  static constexpr std::uint8_t max_failures = 64;
 
   /// Whether `s` has a sample that counts at `now`: one since it (re)started,
   /// and not one whose hold has ended.

@@ -65,16 +65,16 @@ using coretry::http::balance_mode;
 /// - `slow_start_window` 2 s, linear (`slow_start_aggression` 1), at least
 ///   `slow_start_min_weight` 10% (Envoy's min_weight_percent): a returning
 ///   address weighs max(0.1, t / 2 s) against 1 for the others (see pick).
-///   The target: at most its fair share over its first 500 ms, at least
-///   half of it by 2 s. Its weight is then at most 1/4, and 1/2 at 1 s;
-///   fewer requests in flight win it some of that back. Through the
-///   bookstore (tests/bench/balance.sh, `return`, eight runs: four seeds,
-///   limit off and adaptive), an address back after 4 s down got 3.8% to
-///   7.4% of the calls over its first 500 ms (fair: 25%) and 19.4% to
-///   32.2% from 1 s to 2 s. A 3 s window, the choice before, left too little room on the
-///   second side: 9.8% to 20.9% from 1 s to 2 s in eight runs, two of them
-///   under half the fair share (12.5%); the first 500 ms took 2.2% to
-///   7.8%, far from the bound. Envoy has no default window.
+///   The target: at most its fair share over its first 500 ms, at least half
+///   of it by 2 s. Its weight is then at most 1/4, and 1/2 at 1 s; fewer
+///   requests in flight win it some of that back. Through the bookstore
+///   (tests/bench/balance.sh, `return`, eight runs: seeds 1 to 3 and seed 1
+///   again, limit off and adaptive), an address back after 4 s down got 3.8%
+///   to 7.4% of the calls over its first 500 ms (fair: 25%) and 19.4% to
+///   32.2% from 1 s to 2 s. A 3 s window, the choice before, left too little
+///   room on the second side: 9.8% to 20.9% from 1 s to 2 s in fourteen runs,
+///   three of them under half the fair share (12.5%); the first 500 ms took
+///   2.2% to 7.8%, far from the bound. Envoy has no default window.
 /// - `failure_penalty` 1 s: the least sample a failure gives (see failed):
 ///   far above a healthy answer where a client balances (a few ms in a
 ///   data centre; 33 times default_rtt), so one failure puts the address

@@ -303,15 +303,30 @@ TEST_CASE("balancer: a slow address gets almost nothing in a steady state") {
   CHECK(picks[1] > 0); // still tried now and then, as its peak decays
 }
 
-TEST_CASE("balancer: an address no request went to in resample_after is tried, its answer a first sample") {
+/// Two addresses past their slow start, resample_after 10: 0 answered in
+/// 5 ms and 1 in 50 ms, both at `start`.
+balancer_type resampling_pair() {
   balancer_options o;
   o.resample_after = 10;
   balancer_type b(o);
-  b.assign(2, start - 10s); // slow start over
+  b.assign(2, start - 10s);
   b.started(0);
   b.finished(0, 5ms, start);
   b.started(1);
   b.finished(1, 50ms, start);
+  return b;
+}
+
+/// `n` requests to `slot`, each answered in 5 ms at `start`.
+void answered(balancer_type& b, std::size_t slot, int n) {
+  for (int i = 0; i < n; ++i) {
+    b.started(slot);
+    b.finished(slot, 5ms, start);
+  }
+}
+
+TEST_CASE("balancer: an address no request went to in resample_after is tried, its answer a first sample") {
+  balancer_type b = resampling_pair();
   seeded_draws draws{3};
   // Nine requests to 0 since 1's last: 1 is still behind.
   for (int i = 0; i < 9; ++i) {
@@ -339,18 +354,8 @@ TEST_CASE("balancer: an address no request went to in resample_after is tried, i
 }
 
 TEST_CASE("balancer: a probe that ends unanswered leaves the estimate, and the next waits resample_after more") {
-  balancer_options o;
-  o.resample_after = 10;
-  balancer_type b(o);
-  b.assign(2, start - 10s);
-  b.started(0);
-  b.finished(0, 5ms, start);
-  b.started(1);
-  b.finished(1, 50ms, start);
-  for (int i = 0; i < 10; ++i) {
-    b.started(0);
-    b.finished(0, 5ms, start);
-  }
+  balancer_type b = resampling_pair();
+  answered(b, 0, 10);
   CHECK(b.cost(1, start) == 0); // stale: to be tried
   b.started(1);                  // the probe
   b.ended(1);                    // cancelled, say: nothing learnt
@@ -368,17 +373,9 @@ TEST_CASE("balancer: a probe that ends unanswered leaves the estimate, and the n
 }
 
 TEST_CASE("balancer: an address stale with a request in flight is not probed") {
-  balancer_options o;
-  o.resample_after = 10;
-  balancer_type b(o);
-  b.assign(2, start - 10s);
-  b.started(1);
-  b.finished(1, 50ms, start);
+  balancer_type b = resampling_pair();
   b.started(1); // a long request, still in flight
-  for (int i = 0; i < 20; ++i) {
-    b.started(0);
-    b.finished(0, 5ms, start);
-  }
+  answered(b, 0, 20);
   CHECK(b.cost(1, start) == doctest::Approx(ns(50ms) * std::sqrt(2.0))); // not free
   // Sent to anyway (the others avoided, say): an answer to it is blended as
   // any, and the peak rule keeps the 50 ms against a 2 ms answer.
